@@ -1,0 +1,1 @@
+"""Losses and update rules only; no process or memory code here."""

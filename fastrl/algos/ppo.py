@@ -1,0 +1,131 @@
+"""Proximal Policy Optimization (clipped), as in CleanRL's ppo.py, on a ring batch.
+
+The batch is time-major ``[T, N]`` (N = every env of every worker) and carries, besides the
+transitions, ``bootstrap_obs`` (observation after step T-1) and ``final_obs`` (the real last
+observation of episodes truncated at a step). Termination ends the return; truncation
+bootstraps from the value of the final observation.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fastrl.config import AlgoConfig
+from fastrl.models.policy import ActorCritic
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """Generalised advantage estimates, ``[T, N]``.
+
+    ``next_values[t]`` is the value of the state after step ``t`` *of the same episode*:
+    ``V(obs[t+1])`` mid-episode, ``V(final_obs[t])`` where truncated, anything where
+    terminated (it is multiplied by zero). The recursion is cut at every episode end.
+    """
+    not_term = (~terminated).float()
+    not_done = (~(terminated | truncated)).float()
+    deltas = rewards + gamma * next_values * not_term - values
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        last = deltas[t] + gamma * lam * not_done[t] * last
+        adv[t] = last
+    return adv
+
+
+class PPO:
+    """Owns the optimizer; :meth:`update` trains the policy on one batch."""
+
+    def __init__(self, policy: ActorCritic, cfg: AlgoConfig) -> None:
+        self.policy = policy
+        self.cfg = cfg
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+
+    @torch.no_grad()
+    def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(advantages, returns)`` of a batch, bootstrapping as the module doc says."""
+        values = batch["value"]
+        next_values = torch.cat([values[1:], self.policy.value(batch["bootstrap_obs"])[None]])
+        truncated = batch["truncated"]
+        if truncated.any():
+            next_values[truncated] = self.policy.value(batch["final_obs"][truncated])
+        adv = compute_gae(
+            batch["reward"], values, next_values, batch["terminated"], truncated,
+            self.cfg.gamma, self.cfg.gae_lambda,
+        )
+        return adv, adv + values
+
+    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
+        """Run ``update_epochs`` of minibatch PPO on ``batch``; returns the loss statistics."""
+        cfg = self.cfg
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        adv, returns = self.advantages(batch)
+        obs = batch["obs"].flatten(0, 1)
+        actions = batch["action"].flatten(0, 1)
+        old_logp = batch["log_prob"].flatten()
+        old_values = batch["value"].flatten()
+        adv, returns = adv.flatten(), returns.flatten()
+
+        n = old_logp.numel()
+        mb_size = n // cfg.num_minibatches
+        stats = torch.zeros(6, device=old_logp.device)  # summed over minibatches
+        count = 0
+        for _ in range(cfg.update_epochs):
+            perm = torch.randperm(n, device=old_logp.device)
+            for start in range(0, n, mb_size):
+                mb = perm[start : start + mb_size]
+                logp, entropy, value = self.policy.evaluate(obs[mb], actions[mb])
+                log_ratio = logp - old_logp[mb]
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clip_frac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
+
+                mb_adv = adv[mb]
+                if cfg.norm_adv:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg_loss = torch.max(
+                    -mb_adv * ratio,
+                    -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
+                ).mean()
+
+                if cfg.clip_vloss:
+                    v_clipped = old_values[mb] + (value - old_values[mb]).clamp(
+                        -cfg.clip_coef, cfg.clip_coef
+                    )
+                    v_loss = 0.5 * torch.max(
+                        (value - returns[mb]) ** 2, (v_clipped - returns[mb]) ** 2
+                    ).mean()
+                else:
+                    v_loss = 0.5 * ((value - returns[mb]) ** 2).mean()
+                ent = entropy.mean()
+                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+
+                self.optimizer.zero_grad()
+                loss.backward()
+                grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                stats += torch.stack(
+                    [pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clip_frac,
+                     grad_norm.detach()]
+                )
+                count += 1
+            if cfg.target_kl is not None and approx_kl > cfg.target_kl:
+                break
+        # One device->host transfer per update, not one per minibatch.
+        values = (stats / count).tolist()
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+        out = dict(zip(names, values))
+        var_y = returns.var()
+        out["explained_variance"] = float(
+            1 - (returns - old_values).var() / var_y) if var_y > 0 else float("nan")
+        return out

@@ -1,0 +1,213 @@
+"""Typed run configuration: dataclasses merged from YAML and ``key=value`` overrides.
+
+OmegaConf does the merging and type checking; this module adds the value checks OmegaConf
+cannot express (``num_workers >= 1``, ``lr > 0``, ...) and turns every failure into one
+:class:`ConfigError` whose message names the key and what is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+
+class ConfigError(ValueError):
+    """A config key, type or value that fastrl does not accept."""
+
+
+def _f(default: Any, doc: str, **check: Any) -> Any:
+    """A dataclass field with its documentation and value checks in the metadata.
+
+    ``check`` takes ``gt``, ``ge``, ``le`` (numeric bounds) or ``choices`` (allowed values).
+    """
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc, **check})
+    return field(default=default, metadata={"doc": doc, **check})
+
+
+@dataclass
+class EnvConfig:
+    """Which environment the workers step."""
+
+    id: str = _f("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module first)")
+    kwargs: dict[str, Any] = _f({}, "keyword arguments passed to gymnasium.make")
+
+
+@dataclass
+class AlgoConfig:
+    """PPO hyper-parameters (CleanRL's names and defaults where they exist)."""
+
+    name: str = _f("ppo", "algorithm", choices=("ppo",))
+    total_steps: int = _f(500_000, "env steps to train for", gt=0)
+    target_return: float | None = _f(
+        475.0, "stop early once the evaluation mean return reaches this (null: never)"
+    )
+    lr: float = _f(2.5e-4, "Adam learning rate", gt=0)
+    anneal_lr: bool = _f(True, "decay lr linearly to 0 over total_steps")
+    gamma: float = _f(0.99, "discount factor", gt=0, le=1)
+    gae_lambda: float = _f(0.95, "GAE lambda", ge=0, le=1)
+    update_epochs: int = _f(4, "passes over each batch", gt=0)
+    num_minibatches: int = _f(4, "minibatches per epoch (must divide the batch)", gt=0)
+    clip_coef: float = _f(0.2, "PPO ratio clip", gt=0)
+    clip_vloss: bool = _f(True, "clip the value loss like the policy ratio")
+    ent_coef: float = _f(0.01, "entropy bonus coefficient", ge=0)
+    vf_coef: float = _f(0.5, "value loss coefficient", ge=0)
+    max_grad_norm: float = _f(0.5, "gradient norm clip", gt=0)
+    norm_adv: bool = _f(True, "normalise advantages per minibatch")
+    target_kl: float | None = _f(None, "stop an update's epochs early past this approx-KL")
+    hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of actor and critic")
+
+
+@dataclass
+class InfraConfig:
+    """Processes, shared memory and devices."""
+
+    num_workers: int = _f(2, "rollout worker processes", gt=0)
+    envs_per_worker: int = _f(4, "environments each worker steps", gt=0)
+    rollout_len: int = _f(64, "steps per env in one trajectory slot", gt=0)
+    ring_slots: int = _f(2, "trajectory slots in each worker's ring", gt=0)
+    max_policy_lag: int = _f(
+        0, "policy versions a slot may lag the learner (0: strictly on-policy)", ge=0
+    )
+    device: str = _f("auto", "learner device: auto picks cuda when available", choices=(
+        "auto", "cpu", "cuda"))
+    start_method: str = _f("spawn", "multiprocessing start method", choices=(
+        "spawn", "forkserver", "fork"))
+    learner_threads: int = _f(1, "torch threads of the learner process", gt=0)
+
+
+@dataclass
+class LogConfig:
+    """Where results go and how often."""
+
+    run_dir: str = _f("runs", "parent folder of run directories")
+    run_name: str | None = _f(None, "run folder name (null: env_algo_seed_time)")
+    tensorboard: bool = _f(True, "write TensorBoard scalars")
+    console: bool = _f(True, "show a progress line on the console")
+    eval_every_steps: int = _f(25_000, "env steps between evaluations", gt=0)
+    eval_episodes: int = _f(20, "episodes per evaluation, seeds eval_seed..+n", gt=0)
+    eval_seed: int = _f(10_000, "first seed of the evaluation suite", ge=0)
+
+
+@dataclass
+class MainConfig:
+    """The whole run: env, algorithm, infrastructure, logging and the run seed."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    infra: InfraConfig = field(default_factory=InfraConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    seed: int = _f(1, "run seed; every worker's env seeds derive from it", ge=0)
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions per PPO update: one slot from every worker."""
+        i = self.infra
+        return i.num_workers * i.envs_per_worker * i.rollout_len
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> MainConfig:
+    """Build a checked :class:`MainConfig` from defaults, an optional YAML file and overrides.
+
+    Raises :class:`ConfigError` naming the offending key and what it accepts.
+    """
+    schema = OmegaConf.structured(MainConfig)
+    try:
+        layers = [schema]
+        if path is not None:
+            layers.append(OmegaConf.load(path))
+        bad = [o for o in overrides if "=" not in o]
+        if bad:
+            raise ConfigError(f"override {bad[0]!r} is not key=value (e.g. algo.lr=3e-4)")
+        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        merged = OmegaConf.merge(*layers)
+    except OmegaConfBaseException as e:
+        raise ConfigError(_explain(e)) from None
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    cfg: MainConfig = OmegaConf.to_object(merged)
+    check_values(cfg)
+    return cfg
+
+
+def _explain(e: OmegaConfBaseException) -> str:
+    """One line for an OmegaConf error: the key, and the valid keys or the expected type."""
+    key = getattr(e, "full_key", None) or "?"
+    msg = getattr(e, "msg", None) or str(e).splitlines()[0]
+    section, _, name = key.rpartition(".")
+    node = _section_type(section)
+    if "not in struct" in str(e) or "Key '" in msg and "not in" in msg:
+        valid = ", ".join(f.name for f in fields(node)) if node else "?"
+        where = f"section '{section}'" if section else "the top level"
+        return f"unknown config key '{key}'; valid keys in {where}: {valid}"
+    if node and name in {f.name for f in fields(node)}:
+        ftype = {f.name: f.type for f in fields(node)}[name]
+        return f"config key '{key}': {msg.splitlines()[0]} (expected {ftype})"
+    return f"config key '{key}': {msg.splitlines()[0]}"
+
+
+def _section_type(section: str) -> type | None:
+    """The dataclass at a dotted path of MainConfig ('' is MainConfig itself)."""
+    node: type = MainConfig
+    for part in [p for p in section.split(".") if p]:
+        sub = {f.name: f for f in fields(node)}.get(part)
+        if sub is None:
+            return None
+        node = sub.default_factory().__class__ if sub.default_factory is not None else None
+        if node is None or not is_dataclass(node):
+            return None
+    return node
+
+
+def check_values(cfg: MainConfig) -> None:
+    """Enforce each field's ``gt``/``ge``/``le``/``choices`` metadata and cross-field rules."""
+    for section in (cfg.env, cfg.algo, cfg.infra, cfg.log, cfg):
+        prefix = "" if section is cfg else _section_name(cfg, section) + "."
+        for f in fields(section):
+            value = getattr(section, f.name)
+            if value is None or is_dataclass(value):
+                continue
+            problem = _bound_problem(value, f.metadata)
+            if problem:
+                raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
+    if cfg.batch_size % cfg.algo.num_minibatches:
+        raise ConfigError(
+            f"config key 'algo.num_minibatches={cfg.algo.num_minibatches}' must divide the batch "
+            f"num_workers*envs_per_worker*rollout_len={cfg.batch_size}"
+        )
+    if not cfg.algo.hidden_sizes or min(cfg.algo.hidden_sizes) <= 0:
+        raise ConfigError(
+            f"config key 'algo.hidden_sizes={cfg.algo.hidden_sizes}': "
+            "must be a non-empty list of positive widths"
+        )
+
+
+def _section_name(cfg: MainConfig, section: Any) -> str:
+    return next(f.name for f in fields(cfg) if getattr(cfg, f.name) is section)
+
+
+def _bound_problem(value: Any, meta: Any) -> str | None:
+    if "choices" in meta and value not in meta["choices"]:
+        return f"must be one of {', '.join(map(str, meta['choices']))}"
+    if "gt" in meta and not value > meta["gt"]:
+        return f"must be > {meta['gt']}"
+    if "ge" in meta and not value >= meta["ge"]:
+        return f"must be >= {meta['ge']}"
+    if "le" in meta and not value <= meta["le"]:
+        return f"must be <= {meta['le']}"
+    return None
+
+
+def to_yaml(cfg: MainConfig) -> str:
+    """The resolved config as YAML, the form saved in the run directory."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def config_hash(cfg: MainConfig) -> str:
+    """SHA-256 of the resolved YAML: equal configs hash equal, whatever their source."""
+    return hashlib.sha256(to_yaml(cfg).encode()).hexdigest()

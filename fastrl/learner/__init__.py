@@ -1,0 +1,1 @@
+"""Learner layer: the process that owns the model and trains it."""

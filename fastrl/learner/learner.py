@@ -1,0 +1,168 @@
+"""The learner process: drain one slot per worker, train PPO, publish weights, evaluate."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fastrl.algos.ppo import PPO
+from fastrl.config import MainConfig
+from fastrl.evaluation import evaluate
+from fastrl.memory.layout import SlotLayout
+from fastrl.memory.ring import Ring
+from fastrl.memory.segments import attach
+from fastrl.memory.wait import Stopped, wait_until
+from fastrl.memory.weights import SharedWeights
+from fastrl.models.policy import ActorCritic, flat_params
+from fastrl.process import report_crash, should_stop_fn
+from fastrl.rollout.envs import make_env
+
+
+class PolicyLagError(RuntimeError):
+    """A slot was produced by weights older than ``infra.max_policy_lag`` allows."""
+
+
+@dataclass
+class LearnerSpec:
+    """Everything the learner process needs, picklable for ``spawn``."""
+
+    cfg: MainConfig
+    layout: SlotLayout
+    ring_names: list[str]
+    weights_name: str
+    num_params: int
+    device: str
+    run_dir: str
+    error_dir: str
+    parent_pid: int
+
+
+def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
+    """Process entry point: exit 0 when training ends or the run is stopped, 1 on error."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor coordinates Ctrl-C
+    torch.set_num_threads(spec.cfg.infra.learner_threads)
+    try:
+        Learner(spec, metrics).train()
+    except BaseException:
+        report_crash(spec.error_dir, "learner")
+        os._exit(1)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def gather(rings: list[Ring]) -> dict[str, np.ndarray]:
+    """The oldest slot of every ring, concatenated along the env axis (one copy)."""
+    slots = [r.read_slot() for r in rings]
+    return {
+        name: np.concatenate([s[name] for s in slots], axis=0 if name == "bootstrap_obs" else 1)
+        for name in slots[0]
+    }
+
+
+def episode_stats(batch: dict[str, np.ndarray]) -> dict[str, float]:
+    """Return/length statistics of the episodes that ended inside the batch."""
+    done = batch["terminated"] | batch["truncated"]
+    if not done.any():
+        return {}
+    ret, length = batch["episode_return"][done], batch["episode_length"][done]
+    return {
+        "episode/return_mean": float(ret.mean()), "episode/return_std": float(ret.std()),
+        "episode/return_min": float(ret.min()), "episode/return_max": float(ret.max()),
+        "episode/length_mean": float(length.mean()), "episode/count": int(done.sum()),
+    }
+
+
+class Learner:
+    """Owns the model and the PPO state; talks to workers only through shared memory."""
+
+    def __init__(self, spec: LearnerSpec, metrics: Queue) -> None:
+        cfg = spec.cfg
+        self.spec, self.cfg, self.metrics = spec, cfg, metrics
+        seed_everything(cfg.seed)
+        self.device = torch.device(spec.device)
+        env = make_env(cfg.env.id, dict(cfg.env.kwargs))
+        obs_space, act_space = env.observation_space, env.action_space
+        env.close()
+        self.policy = ActorCritic(obs_space, act_space, cfg.algo.hidden_sizes).to(self.device)
+        self.ppo = PPO(self.policy, cfg.algo)
+        self._shms = [attach(n) for n in spec.ring_names]
+        self.rings = [Ring(s.buf, spec.layout, cfg.infra.ring_slots) for s in self._shms]
+        self._weights_shm = attach(spec.weights_name)
+        self.weights = SharedWeights(self._weights_shm.buf, spec.num_params)
+        self.should_stop = should_stop_fn(self.weights, spec.parent_pid)
+        self.version = 0
+        self.global_step = 0
+
+    def _publish(self) -> None:
+        self.weights.write(flat_params(self.policy), self.version)
+
+    def _evaluate(self) -> dict[str, float]:
+        log = self.cfg.log
+        seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
+        self.policy.eval()
+        result = evaluate(self.policy, self.cfg.env.id, dict(self.cfg.env.kwargs), seeds,
+                          self.device)
+        self.policy.train()
+        self.metrics.put(("eval", self.global_step, result))
+        return result
+
+    def _check_lag(self, batch: dict[str, np.ndarray]) -> int:
+        lag = self.version - int(batch["policy_version"].min())
+        if lag > self.cfg.infra.max_policy_lag:
+            raise PolicyLagError(
+                f"slot data is {lag} policy versions old; infra.max_policy_lag="
+                f"{self.cfg.infra.max_policy_lag} allows at most that many"
+            )
+        return lag
+
+    def train(self) -> None:
+        """Train until ``algo.total_steps``, the target return, or a stop request."""
+        algo, log = self.cfg.algo, self.cfg.log
+        self._publish()
+        next_eval = log.eval_every_steps
+        last_eval: dict[str, float] | None = None
+        eval_step = -1
+        try:
+            while self.global_step < algo.total_steps:
+                wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self.should_stop)
+                occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
+                batch = gather(self.rings)
+                for r in self.rings:
+                    r.release()
+                lag = self._check_lag(batch)
+                tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+                lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
+                stats = self.ppo.update(tensors, lr)
+                self.version += 1
+                self._publish()
+                self.global_step += batch["reward"].size
+                stats.update(episode_stats(batch), lr=lr, policy_lag=lag,
+                             ring_occupancy=occupancy, policy_version=self.version)
+                self.metrics.put(("update", self.global_step, stats))
+                if self.global_step >= next_eval:
+                    next_eval += log.eval_every_steps
+                    last_eval, eval_step = self._evaluate(), self.global_step
+                    if algo.target_return is not None and \
+                            last_eval["return_mean"] >= algo.target_return:
+                        break
+        except Stopped:
+            pass
+        finally:
+            self.weights.request_stop()
+        if self.global_step and eval_step != self.global_step:
+            last_eval = self._evaluate()
+        torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
+                   Path(self.spec.run_dir) / "model.pt")
+        self.metrics.put(("done", self.global_step, {"eval": last_eval}))

@@ -1,0 +1,1 @@
+"""Evaluation / logging layer: TensorBoard scalars and the console progress line."""

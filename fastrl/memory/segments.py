@@ -1,0 +1,92 @@
+"""Named shared-memory segments: creation (supervisor only), attachment, cleanup.
+
+Only the supervisor creates and unlinks. Children attach by name and must not become owners
+in Python's resource tracker: on 3.13+ they attach with ``track=False``; before 3.13 an
+attach registers the name with the tracker that ``spawn`` children share with the
+supervisor, where it is the same entry as the supervisor's (a set), so nothing is done --
+an explicit ``unregister`` there would delete the supervisor's entry and lose the tracker's
+cleanup if the supervisor itself is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from multiprocessing import shared_memory
+
+SHM_DIR = "/dev/shm"
+PREFIX = "fastrl_"
+
+
+class SharedMemoryFull(RuntimeError):
+    """Not enough free space in /dev/shm for the run's segments."""
+
+
+def free_shm_bytes() -> int:
+    """Bytes free in /dev/shm for an unprivileged writer."""
+    st = os.statvfs(SHM_DIR)
+    return st.f_bavail * st.f_frsize
+
+
+def check_shm_space(needed: dict[str, int], knobs: str) -> None:
+    """Raise :class:`SharedMemoryFull` unless the segments in ``needed`` fit in /dev/shm.
+
+    ``needed`` maps a segment kind to its bytes; ``knobs`` names the config keys that shrink it.
+    tmpfs allocates pages lazily, so an overfull segment would otherwise crash a child with
+    SIGBUS in the middle of the run instead of failing here.
+    """
+    total = sum(needed.values())
+    free = free_shm_bytes()
+    if total > free:
+        parts = ", ".join(f"{k} {v:,}" for k, v in needed.items())
+        raise SharedMemoryFull(
+            f"fastrl needs {total:,} bytes of shared memory ({parts}) but {SHM_DIR} has "
+            f"{free:,} free; reduce {knobs}, or give {SHM_DIR} more space "
+            "(docker run --shm-size)"
+        )
+
+
+class SegmentOwner:
+    """Creates the run's segments and unlinks every one of them in :meth:`unlink_all`."""
+
+    def __init__(self) -> None:
+        self.token = f"{os.getpid()}_{secrets.token_hex(4)}"
+        self._segments: list[shared_memory.SharedMemory] = []
+
+    def create(self, kind: str, nbytes: int) -> shared_memory.SharedMemory:
+        """A new zero-filled segment named ``fastrl_<token>_<kind>``."""
+        shm = shared_memory.SharedMemory(
+            name=f"{PREFIX}{self.token}_{kind}", create=True, size=max(nbytes, 1)
+        )
+        self._segments.append(shm)
+        return shm
+
+    def unlink_all(self) -> None:
+        """Close and unlink every segment created here; safe to call more than once."""
+        while self._segments:
+            shm = self._segments.pop()
+            try:
+                shm.close()
+            except BufferError:
+                pass  # a numpy view still exists in this process; unlink still frees the name
+            try:
+                shm.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def attach(name: str) -> shared_memory.SharedMemory:
+    """Attach to an existing segment without taking ownership of it (see module doc)."""
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)
+    return shared_memory.SharedMemory(name=name)
+
+
+def leftover_segments(token: str = "") -> list[str]:
+    """Names of fastrl segments in /dev/shm (of one run when ``token`` is given)."""
+    try:
+        names = os.listdir(SHM_DIR)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n.startswith(PREFIX + token))

@@ -1,0 +1,72 @@
+"""Policy weights in shared memory under a seqlock, plus the run-wide stop flag.
+
+Header lines (one int64 per 64-byte line): ``SEQ`` (odd while the learner writes),
+``VERSION`` (number of learner updates behind these weights), ``STOP`` (set by the
+supervisor or the learner to end the run). Then the flat float32 parameter vector.
+
+The learner is the only writer. A reader copies the vector between two reads of ``SEQ``
+and keeps the copy only when both reads are the same even number: a copy that overlapped a
+write is retried, never used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastrl.memory.atomics import fence, load_acquire, store_release
+
+SEQ, VERSION, STOP = 0, 8, 16
+HEADER_BYTES = 3 * 64
+
+
+class SharedWeights:
+    """Seqlock-protected flat parameter vector; one writer, any number of readers."""
+
+    def __init__(self, buf: memoryview, num_params: int) -> None:
+        self.hdr = np.ndarray((HEADER_BYTES // 8,), np.int64, buffer=buf)
+        self.params = np.ndarray((num_params,), np.float32, buffer=buf, offset=HEADER_BYTES)
+
+    @staticmethod
+    def nbytes(num_params: int) -> int:
+        """Bytes of the segment for ``num_params`` float32 parameters."""
+        return HEADER_BYTES + 4 * num_params
+
+    def write(self, flat: np.ndarray, version: int) -> None:
+        """Publish ``flat`` as policy ``version`` (learner only)."""
+        seq = int(self.hdr[SEQ])
+        store_release(self.hdr, SEQ, seq + 1)  # odd: readers will retry
+        fence()  # keep the parameter stores below the odd SEQ
+        self.params[:] = flat
+        self.hdr[VERSION] = version
+        store_release(self.hdr, SEQ, seq + 2)
+
+    def version(self) -> int:
+        """Version of the last completed write (-1 before the first)."""
+        while True:
+            s1 = load_acquire(self.hdr, SEQ)
+            v = int(self.hdr[VERSION])
+            fence()
+            if not s1 & 1 and s1 == self.hdr[SEQ]:
+                return v if s1 else -1
+
+    def read_into(self, out: np.ndarray) -> int:
+        """Copy a consistent vector into ``out``; returns its version."""
+        while True:
+            s1 = load_acquire(self.hdr, SEQ)
+            if s1 == 0:
+                raise RuntimeError("no weights were published yet; wait for version() >= 0")
+            if s1 & 1:
+                continue  # a write is in progress: retry
+            np.copyto(out, self.params)
+            v = int(self.hdr[VERSION])
+            fence()
+            if s1 == self.hdr[SEQ]:
+                return v
+
+    def request_stop(self) -> None:
+        """Ask every process of the run to finish."""
+        store_release(self.hdr, STOP, 1)
+
+    def stop_requested(self) -> bool:
+        """True once :meth:`request_stop` was called by any process."""
+        return bool(load_acquire(self.hdr, STOP))

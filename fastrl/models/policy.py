@@ -1,0 +1,115 @@
+"""Actor-critic MLP policy: one class serves the workers' inference copy and the learner."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.distributions import Categorical, Distribution, Normal
+
+
+class UnsupportedActionSpace(TypeError):
+    """An action space the built-in policy has no distribution for."""
+
+
+def _layer(n_in: int, n_out: int, std: float) -> nn.Linear:
+    layer = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _mlp(n_in: int, hidden: list[int], n_out: int, out_std: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for h in hidden:
+        layers += [_layer(n_in, h, np.sqrt(2)), nn.Tanh()]
+        n_in = h
+    layers.append(_layer(n_in, n_out, out_std))
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs; Categorical head for Discrete, diagonal Gaussian
+    (state-independent std) for Box. Inputs are observations as the ring stores them,
+    with any number of leading batch dimensions."""
+
+    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int]):
+        super().__init__()
+        self._one_hot = int(obs_space.n) if isinstance(obs_space, spaces.Discrete) else 0
+        self._obs_ndim = len(obs_space.shape or ())
+        n_obs = self._one_hot or int(np.prod(obs_space.shape))
+        if isinstance(act_space, spaces.Discrete):
+            self.continuous = False
+            n_out = int(act_space.n)
+        elif isinstance(act_space, spaces.Box):
+            self.continuous = True
+            n_out = int(np.prod(act_space.shape))
+            self.log_std = nn.Parameter(torch.zeros(n_out))
+        else:
+            raise UnsupportedActionSpace(
+                f"the PPO policy acts in Discrete or Box action spaces, not {act_space}"
+            )
+        self.act_shape = tuple(act_space.shape or ())
+        self.actor = _mlp(n_obs, hidden, n_out, 0.01)
+        self.critic = _mlp(n_obs, hidden, 1, 1.0)
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._one_hot:
+            return nn.functional.one_hot(obs.long(), self._one_hot).float()
+        batch = obs.shape[: obs.dim() - self._obs_ndim]
+        return obs.reshape(*batch, -1).float()
+
+    def _dist(self, x: torch.Tensor) -> Distribution:
+        out = self.actor(x)
+        if self.continuous:
+            return Normal(out, self.log_std.exp())
+        return Categorical(logits=out)
+
+    def _log_prob_entropy(self, dist: Distribution, flat_action: torch.Tensor):
+        if self.continuous:
+            return dist.log_prob(flat_action).sum(-1), dist.entropy().sum(-1)
+        return dist.log_prob(flat_action), dist.entropy()
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values of a batch of observations."""
+        return self.critic(self._features(obs)).squeeze(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = False):
+        """``(action, log_prob, value)`` for a batch of observations (rollout inference).
+
+        ``deterministic`` takes the mode (argmax / mean) for evaluation.
+        """
+        x = self._features(obs)
+        dist = self._dist(x)
+        if deterministic:
+            flat = dist.mean if self.continuous else dist.probs.argmax(-1)
+        else:
+            flat = dist.sample()
+        log_prob, _ = self._log_prob_entropy(dist, flat)
+        action = flat.reshape(*flat.shape[:-1], *self.act_shape) if self.continuous else flat
+        return action, log_prob, self.critic(x).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
+        """``(log_prob, entropy, value)`` of stored actions under the current weights."""
+        x = self._features(obs)
+        flat = action.reshape(*x.shape[:-1], -1) if self.continuous else action.long()
+        log_prob, entropy = self._log_prob_entropy(self._dist(x), flat)
+        return log_prob, entropy, self.critic(x).squeeze(-1)
+
+
+def flat_params(model: nn.Module) -> np.ndarray:
+    """All parameters as one float32 vector (the layout of the shared weights segment)."""
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().numpy()
+
+
+def load_flat_params(model: nn.Module, flat: np.ndarray) -> None:
+    """Copy a vector laid out by :func:`flat_params` into ``model`` (no aliasing of ``flat``)."""
+    src = torch.from_numpy(flat)
+    offset = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            n = p.numel()
+            p.copy_(src[offset : offset + n].view_as(p))
+            offset += n

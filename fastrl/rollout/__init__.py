@@ -1,0 +1,1 @@
+"""Rollout worker layer: env stepping, policy inference, filling ring slots."""

@@ -1,0 +1,91 @@
+"""A group of single Gymnasium envs stepped in lockstep, reset by hand.
+
+fastrl does not use Gymnasium's vector envs here: their default next-step autoreset turns
+the step after an episode end into a fake transition (the action ignored, reward 0). Resetting
+each env ourselves, in the same step that ended its episode, means every stored transition is
+real and the true final observation is in hand for truncation bootstrapping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from fastrl.memory.layout import storage_of
+
+
+class EnvContractError(ValueError):
+    """An env returned something that does not match its declared spaces."""
+
+
+def env_seeds(run_seed: int, worker_id: int, num_envs: int, restart: int = 0) -> list[int]:
+    """Deterministic, distinct per-env seeds for one worker (and one restart of it)."""
+    seq = np.random.SeedSequence([run_seed, worker_id, restart])
+    return [int(s) for s in seq.generate_state(num_envs, np.uint32)]
+
+
+def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """``gymnasium.make`` with fastrl's config arguments."""
+    return gym.make(env_id, **kwargs)
+
+
+class EnvGroup:
+    """``len(seeds)`` envs of one id, with array-in / array-out ``reset`` and ``step``."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> None:
+        self.envs = [make_env(env_id, kwargs) for _ in seeds]
+        self.env_id = env_id
+        self.seeds = seeds
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+        self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
+        self._box_action = isinstance(self.action_space, gym.spaces.Box)
+        n = len(seeds)
+        self._obs = np.zeros((n, *self._obs_shape), self._obs_dtype)
+        self._final = np.zeros_like(self._obs)
+        self._reward = np.zeros(n, np.float32)
+        self._term = np.zeros(n, np.bool_)
+        self._trunc = np.zeros(n, np.bool_)
+
+    def _store_obs(self, out: np.ndarray, i: int, obs: Any) -> None:
+        arr = np.asarray(obs)
+        if arr.shape != self._obs_shape:
+            raise EnvContractError(
+                f"env {self.env_id!r} returned an observation of shape {arr.shape}; its "
+                f"observation space {self.observation_space} declares {self._obs_shape}"
+            )
+        out[i] = arr
+
+    def reset(self) -> np.ndarray:
+        """Reset every env with its seed; returns the first observations ``[n, *obs]``."""
+        for i, (env, seed) in enumerate(zip(self.envs, self.seeds)):
+            obs, _ = env.reset(seed=seed)
+            self._store_obs(self._obs, i, obs)
+        return self._obs
+
+    def step(self, actions: np.ndarray):
+        """Step every env once; envs whose episode ended are reset in the same call.
+
+        Returns ``(obs, reward, terminated, truncated, final_obs)``: ``obs`` is the next
+        observation (a reset one where the episode ended), ``final_obs[i]`` the real last
+        observation of env ``i`` where it ended (stale elsewhere). The arrays are reused by
+        the next call.
+        """
+        if self._box_action:
+            low, high = self.action_space.low, self.action_space.high
+            actions = np.clip(actions, low, high)
+        for i, env in enumerate(self.envs):
+            obs, r, term, trunc, _ = env.step(actions[i])
+            self._reward[i], self._term[i], self._trunc[i] = r, term, trunc
+            if term or trunc:
+                self._store_obs(self._final, i, obs)
+                obs, _ = env.reset()
+            self._store_obs(self._obs, i, obs)
+        return self._obs, self._reward, self._term, self._trunc, self._final
+
+    def close(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,77 @@
+"""The rollout worker process: attach to its ring, build envs, fill and publish slots."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fastrl.config import MainConfig
+from fastrl.memory.layout import trajectory_layout
+from fastrl.memory.ring import HEARTBEAT_NS, STEPS, WEIGHTS_VERSION_SEEN, Ring
+from fastrl.memory.segments import attach
+from fastrl.memory.wait import Stopped, wait_until
+from fastrl.memory.weights import SharedWeights
+from fastrl.models.policy import ActorCritic, load_flat_params
+from fastrl.process import report_crash, should_stop_fn
+from fastrl.rollout.collector import Collector
+from fastrl.rollout.envs import EnvGroup, env_seeds
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker process needs, picklable for ``spawn``."""
+
+    cfg: MainConfig
+    worker_id: int
+    ring_name: str
+    weights_name: str
+    num_params: int
+    error_dir: str
+    parent_pid: int
+
+
+def run_worker(spec: WorkerSpec) -> None:
+    """Process entry point. Exits 0 when the run stops, 1 (after a crash report) on error."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor coordinates Ctrl-C
+    torch.set_num_threads(1)
+    try:
+        _worker_loop(spec)
+    except Stopped:
+        pass
+    except BaseException:
+        report_crash(spec.error_dir, f"worker {spec.worker_id}")
+        os._exit(1)
+
+
+def _worker_loop(spec: WorkerSpec) -> None:
+    cfg, infra = spec.cfg, spec.cfg.infra
+    n = infra.envs_per_worker
+    envs = EnvGroup(cfg.env.id, dict(cfg.env.kwargs), env_seeds(cfg.seed, spec.worker_id, n))
+    layout = trajectory_layout(envs.observation_space, envs.action_space, infra.rollout_len, n)
+    ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
+    ring = Ring(ring_shm.buf, layout, infra.ring_slots)
+    weights = SharedWeights(weights_shm.buf, spec.num_params)
+    should_stop = should_stop_fn(weights, spec.parent_pid)
+
+    policy = ActorCritic(envs.observation_space, envs.action_space, cfg.algo.hidden_sizes)
+    params = np.empty(spec.num_params, np.float32)
+    collector = Collector(envs, policy, spec.worker_id * n, infra.num_workers * n)
+    version = -1
+    while True:
+        wait_until(ring.has_free_slot, should_stop)
+        # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
+        needed = ring.write_seq - infra.max_policy_lag
+        wait_until(lambda: weights.version() >= needed, should_stop)
+        if weights.version() != version:
+            version = weights.read_into(params)
+            load_flat_params(policy, params)
+        collector.fill(ring.write_slot(), ring.write_seq, version)
+        ring.publish()
+        ring.set(HEARTBEAT_NS, time.monotonic_ns())
+        ring.set(STEPS, collector.steps)
+        ring.set(WEIGHTS_VERSION_SEEN, version)
