@@ -1,0 +1,55 @@
+"""Small deterministic envs for tests; importable by spawned workers as 'scripted_envs:...'.
+
+The tests put this folder on PYTHONPATH so that ``gymnasium.make("scripted_envs:Count-v0")``
+imports this module (registering the ids) in every process.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountEnv(gym.Env):
+    """Observation ``[100 * episode + t]``; reward 1 every real step; terminates after
+    ``terminate_at`` steps (never when 0). Truncation comes from ``max_episode_steps``."""
+
+    metadata: dict = {"render_modes": []}
+
+    def __init__(self, terminate_at: int = 0, fail_at_step: int = 0):
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.terminate_at = terminate_at
+        self.fail_at_step = fail_at_step
+        self.episode = -1
+        self.t = 0
+        self.total = 0
+
+    def _obs(self):
+        return np.array([100 * self.episode + self.t], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode += 1
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        self.total += 1
+        if self.fail_at_step and self.total >= self.fail_at_step:
+            raise RuntimeError(f"scripted failure at step {self.total}")
+        terminated = bool(self.terminate_at and self.t >= self.terminate_at)
+        return self._obs(), 1.0, terminated, False, {}
+
+
+class WrongShapeEnv(CountEnv):
+    """Declares a (1,) observation but returns (3,)."""
+
+    def _obs(self):
+        return np.zeros(3, np.float32)
+
+
+gym.register("Count-v0", entry_point=CountEnv)
+gym.register("Faulty-v0", entry_point=CountEnv, kwargs={"fail_at_step": 300})
+gym.register("WrongShape-v0", entry_point=WrongShapeEnv)

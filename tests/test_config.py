@@ -1,0 +1,79 @@
+"""Config loading, overrides, value checks, and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+
+import pytest
+from conftest import run_train
+
+from fastrl.config import ConfigError, MainConfig, config_hash, load_config, to_yaml
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_yaml_and_overrides_merge():
+    cfg = load_config(ROOT / "configs/cartpole_ppo.yaml", ["infra.num_workers=3", "algo.lr=3e-4"])
+    assert cfg.infra.num_workers == 3
+    assert cfg.algo.lr == pytest.approx(3e-4)
+    assert cfg.env.id == "CartPole-v1"
+
+
+def test_shipped_default_config_equals_dataclass_defaults():
+    # `python -m fastrl.train` with no argument and with configs/cartpole_ppo.yaml must agree.
+    assert config_hash(load_config(ROOT / "configs/cartpole_ppo.yaml")) == config_hash(
+        MainConfig())
+
+
+def test_every_field_is_typed_and_documented():
+    def walk(cls):
+        for f in fields(cls):
+            sub = f.default_factory() if callable(f.default_factory) else None
+            if is_dataclass(sub):
+                yield from walk(type(sub))
+            else:
+                yield cls.__name__, f
+    for owner, f in walk(MainConfig):
+        assert f.type, f"{owner}.{f.name} has no type"
+        assert f.metadata.get("doc"), f"{owner}.{f.name} has no doc"
+
+
+@pytest.mark.parametrize("override, words", [
+    ("infra.nope=1", ["unknown config key 'infra.nope'", "num_workers"]),
+    ("nope=1", ["unknown config key 'nope'", "algo"]),
+    ("infra.num_workers=abc", ["infra.num_workers", "int"]),
+    ("infra.num_workers=0", ["infra.num_workers", "> 0"]),
+    ("algo.lr=-1", ["algo.lr", "> 0"]),
+    ("infra.rollout_len=0", ["infra.rollout_len", "> 0"]),
+    ("algo.gamma=1.5", ["algo.gamma", "<= 1"]),
+    ("infra.device=tpu", ["infra.device", "auto, cpu, cuda"]),
+    ("algo.num_minibatches=7", ["algo.num_minibatches", "divide"]),
+    ("algo.anneal_lr=maybe", ["algo.anneal_lr", "bool"]),
+    ("algo.hidden_sizes=[]", ["algo.hidden_sizes", "positive"]),
+])
+def test_bad_values_name_the_key_and_what_is_accepted(override, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_override_without_equals_is_an_error():
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(None, ["configs/a.yaml", "oops"])
+
+
+def test_hash_changes_with_any_value():
+    assert config_hash(MainConfig()) != config_hash(load_config(None, ["seed=2"]))
+    assert "num_workers: 2" in to_yaml(MainConfig())
+
+
+@pytest.mark.parametrize("args", [["infra.num_workers=0"], ["algo.nope=1"],
+                                  ["missing.yaml"], ["env.id=NoSuchEnv-v9"]])
+def test_cli_bad_config_is_one_line_no_traceback(args, tmp_path, no_shm_residue):
+    proc = run_train(args, tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fastrl.train: error:"), proc.stderr
