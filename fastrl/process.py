@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import os
+import random
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from fastrl.memory.weights import SharedWeights
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices) of this process."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def report_crash(error_dir: str, who: str) -> None:

@@ -6,18 +6,29 @@ import re
 import time
 from pathlib import Path
 
-from fastrl.config import MainConfig, check_values, config_hash, to_yaml
+from fastrl.config import ConfigError, MainConfig, check_values, config_hash, to_yaml
 from fastrl.supervisor import RunResult, Supervisor
 
 
 def make_run_dir(cfg: MainConfig) -> Path:
-    """Create the run directory and save the resolved config and its hash in it."""
-    name = cfg.log.run_name or "{}_{}_s{}_{}".format(
-        re.sub(r"[^A-Za-z0-9_.-]+", "-", cfg.env.id), cfg.algo.name, cfg.seed,
-        time.strftime("%Y%m%d-%H%M%S"),
-    )
-    run_dir = Path(cfg.log.run_dir) / name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Create a new run directory and save the resolved config and its hash in it.
+
+    An existing run is never written over: a generated name gets a numeric suffix, an
+    explicit ``log.run_name`` that exists is an error.
+    """
+    parent = Path(cfg.log.run_dir)
+    if cfg.log.run_name:
+        run_dir = parent / cfg.log.run_name
+        if run_dir.exists():
+            raise ConfigError(f"config key 'log.run_name={cfg.log.run_name}': {run_dir} "
+                              "already exists; choose a new name")
+    else:
+        base = "{}_{}_s{}_{}".format(re.sub(r"[^A-Za-z0-9_.-]+", "-", cfg.env.id),
+                                     cfg.algo.name, cfg.seed, time.strftime("%Y%m%d-%H%M%S"))
+        run_dir, n = parent / base, 1
+        while run_dir.exists():
+            run_dir, n = parent / f"{base}-{n}", n + 1
+    run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     (run_dir / "config_hash").write_text(config_hash(cfg) + "\n")
     return run_dir

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scripted_envs  # noqa: F401 - registers Count-v0
 import torch
 from gymnasium import spaces
 from torch import nn
 
-import scripted_envs  # noqa: F401 - registers Count-v0
 from fastrl.algos.ppo import PPO, compute_gae
 from fastrl.config import AlgoConfig
 from fastrl.memory.layout import trajectory_layout
@@ -101,7 +101,6 @@ def test_truncation_bootstraps_from_the_real_final_observation():
 
 
 def test_env_with_wrong_observation_shape_is_named():
-    import scripted_envs  # noqa: F401
     from fastrl.rollout.envs import EnvContractError
     with pytest.raises(EnvContractError, match=r"WrongShape-v0.*\(3,\).*\(1,\)"):
         EnvGroup("scripted_envs:WrongShape-v0", {}, [0]).reset()

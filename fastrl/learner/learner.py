@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
@@ -21,7 +20,7 @@ from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import ActorCritic, flat_params
-from fastrl.process import report_crash, should_stop_fn
+from fastrl.process import report_crash, seed_everything, should_stop_fn
 from fastrl.rollout.envs import make_env
 
 
@@ -53,13 +52,6 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     except BaseException:
         report_crash(spec.error_dir, "learner")
         os._exit(1)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (all devices)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def gather(rings: list[Ring]) -> dict[str, np.ndarray]:

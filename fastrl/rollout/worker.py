@@ -17,7 +17,7 @@ from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import ActorCritic, load_flat_params
-from fastrl.process import report_crash, should_stop_fn
+from fastrl.process import report_crash, seed_everything, should_stop_fn
 from fastrl.rollout.collector import Collector
 from fastrl.rollout.envs import EnvGroup, env_seeds
 
@@ -51,7 +51,10 @@ def run_worker(spec: WorkerSpec) -> None:
 def _worker_loop(spec: WorkerSpec) -> None:
     cfg, infra = spec.cfg, spec.cfg.infra
     n = infra.envs_per_worker
-    envs = EnvGroup(cfg.env.id, dict(cfg.env.kwargs), env_seeds(cfg.seed, spec.worker_id, n))
+    # n env seeds plus one for this process's action sampling, all derived from the run seed
+    *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1)
+    seed_everything(sampling_seed)
+    envs = EnvGroup(cfg.env.id, dict(cfg.env.kwargs), seeds)
     layout = trajectory_layout(envs.observation_space, envs.action_space, infra.rollout_len, n)
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
     ring = Ring(ring_shm.buf, layout, infra.ring_slots)
@@ -66,7 +69,7 @@ def _worker_loop(spec: WorkerSpec) -> None:
         wait_until(ring.has_free_slot, should_stop)
         # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
         needed = ring.write_seq - infra.max_policy_lag
-        wait_until(lambda: weights.version() >= needed, should_stop)
+        wait_until(lambda n=needed: weights.version() >= n, should_stop)
         if weights.version() != version:
             version = weights.read_into(params)
             load_flat_params(policy, params)
