@@ -13,18 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from fastrl.config import ConfigError, MainConfig
+from fastrl.config import MainConfig
 from fastrl.learner.learner import LearnerSpec, run_learner
 from fastrl.logging.metrics import MetricsLogger
-from fastrl.memory.layout import trajectory_layout
-from fastrl.memory.ring import Ring
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import ActorCritic
+from fastrl.plan import SHM_KNOBS, plan_run
 from fastrl.process import read_crash
-from fastrl.rollout.envs import make_env
 from fastrl.rollout.worker import WorkerSpec, run_worker
 
 POLL_S = 0.05
@@ -46,16 +41,6 @@ class RunResult:
     wall_s: float
     steps_per_sec: float
     stopped_by_signal: bool
-
-
-def resolve_device(requested: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` must exist."""
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("config key 'infra.device=cuda': CUDA is not available here; "
-                          "use auto or cpu")
-    return requested
 
 
 class Supervisor:
@@ -89,40 +74,28 @@ class Supervisor:
     # --- run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Train to the end, a stop signal, or the first child failure (raised)."""
-        cfg, infra = self.cfg, self.cfg.infra
-        device = resolve_device(infra.device)
-        env = make_env(cfg.env.id, dict(cfg.env.kwargs))
-        obs_space, act_space = env.observation_space, env.action_space
-        env.close()
-        layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker)
-        num_params = sum(p.numel() for p in
-                         ActorCritic(obs_space, act_space, cfg.algo.hidden_sizes).parameters())
-        ring_bytes = Ring.nbytes(layout, infra.ring_slots)
-        check_shm_space(
-            {f"{infra.num_workers} rings": infra.num_workers * ring_bytes,
-             "weights": SharedWeights.nbytes(num_params)},
-            knobs="infra.ring_slots, infra.rollout_len, infra.envs_per_worker or "
-                  "infra.num_workers",
-        )
+        plan = plan_run(self.cfg)
+        check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
         owner = SegmentOwner()
-        logger = MetricsLogger(self.run_dir, cfg.log, cfg.algo.total_steps)
-        ctx = mp.get_context(infra.start_method)
+        logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps)
+        ctx = mp.get_context(self.cfg.infra.start_method)
         metrics = ctx.Queue()
         t0 = time.monotonic()
         weights: SharedWeights | None = None
         graceful = True
         try:
             with self._signals_handled():
-                rings = [owner.create(f"ring{i}", ring_bytes) for i in range(infra.num_workers)]
-                weights_shm = owner.create("weights", SharedWeights.nbytes(num_params))
-                weights = SharedWeights(weights_shm.buf, num_params)
+                rings = [owner.create(f"ring{i}", plan.ring_bytes)
+                         for i in range(self.cfg.infra.num_workers)]
+                weights_shm = owner.create("weights", plan.weights_bytes)
+                weights = SharedWeights(weights_shm.buf, plan.num_params)
                 parent = mp.current_process().pid
                 self._start(ctx, "learner", run_learner, LearnerSpec(
-                    cfg, layout, [r.name for r in rings], weights_shm.name, num_params, device,
-                    str(self.run_dir), self.error_dir, parent), metrics)
+                    plan, [r.name for r in rings], weights_shm.name, str(self.run_dir),
+                    self.error_dir, parent), metrics)
                 for i, ring in enumerate(rings):
                     self._start(ctx, f"worker {i}", run_worker, WorkerSpec(
-                        cfg, i, ring.name, weights_shm.name, num_params, self.error_dir, parent))
+                        plan, i, ring.name, weights_shm.name, self.error_dir, parent))
                 step, final = self._watch(weights, metrics, logger)
         except KeyboardInterrupt:
             graceful = False  # a second Ctrl-C: no more waiting

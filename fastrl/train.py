@@ -10,13 +10,11 @@ import argparse
 import json
 import sys
 
-import gymnasium
-
 from fastrl.config import ConfigError, load_config
 from fastrl.memory.layout import UnsupportedSpace
 from fastrl.memory.segments import SharedMemoryFull
 from fastrl.models.policy import UnsupportedActionSpace
-from fastrl.rollout.envs import EnvContractError
+from fastrl.rollout.envs import EnvError
 from fastrl.supervisor import ChildFailed
 from fastrl.trainer import Trainer
 
@@ -42,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(path, overrides)
         result = Trainer(cfg).fit()
-    except (ConfigError, UnsupportedSpace, UnsupportedActionSpace, EnvContractError,
-            gymnasium.error.Error) as e:
+    except (ConfigError, EnvError, UnsupportedSpace, UnsupportedActionSpace) as e:
         print(f"fastrl.train: error: {e}", file=sys.stderr)
         return 2
     except (ChildFailed, SharedMemoryFull) as e:

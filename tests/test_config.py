@@ -70,7 +70,8 @@ def test_hash_changes_with_any_value():
 
 
 @pytest.mark.parametrize("args", [["infra.num_workers=0"], ["algo.nope=1"],
-                                  ["missing.yaml"], ["env.id=NoSuchEnv-v9"]])
+                                  ["missing.yaml"], ["env.id=NoSuchEnv-v9"],
+                                  ["env.id=nosuchmodule:Env-v0"], ["env.kwargs.nope=1"]])
 def test_cli_bad_config_is_one_line_no_traceback(args, tmp_path, no_shm_residue):
     proc = run_train(args, tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr

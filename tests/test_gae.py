@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import scripted_envs  # noqa: F401 - registers Count-v0
 import torch
-from gymnasium import spaces
 from torch import nn
 
 from fastrl.algos.ppo import PPO, compute_gae
@@ -98,21 +97,3 @@ def test_truncation_bootstraps_from_the_real_final_observation():
         a[i] = delta[i] + (G * L * cont[i] * a[i + 1] if i < 4 else 0.0)
     assert adv[:, 0].tolist() == pytest.approx(a)
     assert returns[:, 0].tolist() == pytest.approx([x + y for x, y in zip(a, v)])
-
-
-def test_env_with_wrong_observation_shape_is_named():
-    from fastrl.rollout.envs import EnvContractError
-    with pytest.raises(EnvContractError, match=r"WrongShape-v0.*\(3,\).*\(1,\)"):
-        EnvGroup("scripted_envs:WrongShape-v0", {}, [0]).reset()
-
-
-def test_policy_handles_box_actions_and_rejects_unsupported():
-    from fastrl.models.policy import UnsupportedActionSpace
-    policy = ActorCritic(spaces.Box(-1, 1, (3,)), spaces.Box(-2, 2, (2,)), [16])
-    obs = torch.zeros(5, 3)
-    action, logp, value = policy.act(obs)
-    assert action.shape == (5, 2) and logp.shape == (5,) and value.shape == (5,)
-    logp2, ent, _ = policy.evaluate(obs, action)
-    assert torch.allclose(logp, logp2) and ent.shape == (5,)
-    with pytest.raises(UnsupportedActionSpace, match="Discrete or Box"):
-        ActorCritic(spaces.Box(-1, 1, (3,)), spaces.MultiBinary(3), [16])

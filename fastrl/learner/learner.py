@@ -12,16 +12,14 @@ import numpy as np
 import torch
 
 from fastrl.algos.ppo import PPO
-from fastrl.config import MainConfig
 from fastrl.evaluation import evaluate
-from fastrl.memory.layout import SlotLayout
 from fastrl.memory.ring import Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import ActorCritic, flat_params
+from fastrl.models.policy import flat_params
+from fastrl.plan import RunPlan
 from fastrl.process import report_crash, seed_everything, should_stop_fn
-from fastrl.rollout.envs import make_env
 
 
 class PolicyLagError(RuntimeError):
@@ -32,12 +30,9 @@ class PolicyLagError(RuntimeError):
 class LearnerSpec:
     """Everything the learner process needs, picklable for ``spawn``."""
 
-    cfg: MainConfig
-    layout: SlotLayout
+    plan: RunPlan
     ring_names: list[str]
     weights_name: str
-    num_params: int
-    device: str
     run_dir: str
     error_dir: str
     parent_pid: int
@@ -46,7 +41,7 @@ class LearnerSpec:
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     """Process entry point: exit 0 when training ends or the run is stopped, 1 on error."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor coordinates Ctrl-C
-    torch.set_num_threads(spec.cfg.infra.learner_threads)
+    torch.set_num_threads(spec.plan.cfg.infra.learner_threads)
     try:
         Learner(spec, metrics).train()
     except BaseException:
@@ -80,19 +75,17 @@ class Learner:
     """Owns the model and the PPO state; talks to workers only through shared memory."""
 
     def __init__(self, spec: LearnerSpec, metrics: Queue) -> None:
-        cfg = spec.cfg
+        plan = spec.plan
+        cfg = plan.cfg
         self.spec, self.cfg, self.metrics = spec, cfg, metrics
         seed_everything(cfg.seed)
-        self.device = torch.device(spec.device)
-        env = make_env(cfg.env.id, dict(cfg.env.kwargs))
-        obs_space, act_space = env.observation_space, env.action_space
-        env.close()
-        self.policy = ActorCritic(obs_space, act_space, cfg.algo.hidden_sizes).to(self.device)
+        self.device = torch.device(plan.device)
+        self.policy = plan.policy().to(self.device)
         self.ppo = PPO(self.policy, cfg.algo)
         self._shms = [attach(n) for n in spec.ring_names]
-        self.rings = [Ring(s.buf, spec.layout, cfg.infra.ring_slots) for s in self._shms]
+        self.rings = [Ring(s.buf, plan.layout, cfg.infra.ring_slots) for s in self._shms]
         self._weights_shm = attach(spec.weights_name)
-        self.weights = SharedWeights(self._weights_shm.buf, spec.num_params)
+        self.weights = SharedWeights(self._weights_shm.buf, plan.num_params)
         self.should_stop = should_stop_fn(self.weights, spec.parent_pid)
         self.version = 0
         self.global_step = 0

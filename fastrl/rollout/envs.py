@@ -16,7 +16,11 @@ import numpy as np
 from fastrl.memory.layout import storage_of
 
 
-class EnvContractError(ValueError):
+class EnvError(ValueError):
+    """An env that cannot be made, or that breaks the contract of its declared spaces."""
+
+
+class EnvContractError(EnvError):
     """An env returned something that does not match its declared spaces."""
 
 
@@ -27,8 +31,11 @@ def env_seeds(run_seed: int, worker_id: int, num_envs: int, restart: int = 0) ->
 
 
 def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
-    """``gymnasium.make`` with fastrl's config arguments."""
-    return gym.make(env_id, **kwargs)
+    """``gymnasium.make`` with fastrl's config arguments; failures become :class:`EnvError`."""
+    try:
+        return gym.make(env_id, **kwargs)
+    except (gym.error.Error, ImportError, TypeError) as e:
+        raise EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {e}") from e
 
 
 class EnvGroup:

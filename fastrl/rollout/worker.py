@@ -10,27 +10,25 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fastrl.config import MainConfig
-from fastrl.memory.layout import trajectory_layout
 from fastrl.memory.ring import HEARTBEAT_NS, STEPS, WEIGHTS_VERSION_SEEN, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import ActorCritic, load_flat_params
+from fastrl.models.policy import load_flat_params
+from fastrl.plan import RunPlan
 from fastrl.process import report_crash, seed_everything, should_stop_fn
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvGroup, env_seeds
+from fastrl.rollout.envs import EnvContractError, EnvGroup, env_seeds
 
 
 @dataclass
 class WorkerSpec:
     """Everything a worker process needs, picklable for ``spawn``."""
 
-    cfg: MainConfig
+    plan: RunPlan
     worker_id: int
     ring_name: str
     weights_name: str
-    num_params: int
     error_dir: str
     parent_pid: int
 
@@ -49,20 +47,26 @@ def run_worker(spec: WorkerSpec) -> None:
 
 
 def _worker_loop(spec: WorkerSpec) -> None:
-    cfg, infra = spec.cfg, spec.cfg.infra
+    plan = spec.plan
+    cfg, infra = plan.cfg, plan.cfg.infra
     n = infra.envs_per_worker
     # n env seeds plus one for this process's action sampling, all derived from the run seed
     *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1)
     seed_everything(sampling_seed)
     envs = EnvGroup(cfg.env.id, dict(cfg.env.kwargs), seeds)
-    layout = trajectory_layout(envs.observation_space, envs.action_space, infra.rollout_len, n)
+    if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
+        raise EnvContractError(
+            f"env {cfg.env.id!r} made in worker {spec.worker_id} has spaces "
+            f"{envs.observation_space}, {envs.action_space}; the run was planned for "
+            f"{plan.obs_space}, {plan.act_space} (an env's spaces must not vary)"
+        )
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
-    ring = Ring(ring_shm.buf, layout, infra.ring_slots)
-    weights = SharedWeights(weights_shm.buf, spec.num_params)
+    ring = Ring(ring_shm.buf, plan.layout, infra.ring_slots)
+    weights = SharedWeights(weights_shm.buf, plan.num_params)
     should_stop = should_stop_fn(weights, spec.parent_pid)
 
-    policy = ActorCritic(envs.observation_space, envs.action_space, cfg.algo.hidden_sizes)
-    params = np.empty(spec.num_params, np.float32)
+    policy = plan.policy()
+    params = np.empty(plan.num_params, np.float32)
     collector = Collector(envs, policy, spec.worker_id * n, infra.num_workers * n)
     version = -1
     while True:

@@ -1,0 +1,74 @@
+"""What a config means concretely: env spaces, ring layout, segment sizes, learner device.
+
+Computed once by the supervisor and handed to every child, so that all processes agree on
+the bytes of every slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import torch
+
+from fastrl.config import ConfigError, MainConfig
+from fastrl.memory.layout import SlotLayout, trajectory_layout
+from fastrl.memory.ring import Ring
+from fastrl.memory.weights import SharedWeights
+from fastrl.models.policy import ActorCritic
+from fastrl.rollout.envs import make_env
+
+SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The resolved shape of a run; picklable for ``spawn``."""
+
+    cfg: MainConfig
+    obs_space: gym.Space
+    act_space: gym.Space
+    layout: SlotLayout
+    num_params: int
+    device: str
+
+    @property
+    def ring_bytes(self) -> int:
+        """Bytes of one worker's ring segment."""
+        return Ring.nbytes(self.layout, self.cfg.infra.ring_slots)
+
+    @property
+    def weights_bytes(self) -> int:
+        """Bytes of the weights segment."""
+        return SharedWeights.nbytes(self.num_params)
+
+    def shm_bytes(self) -> dict[str, int]:
+        """Shared memory the run needs, by segment kind."""
+        w = self.cfg.infra.num_workers
+        return {f"{w} rings": w * self.ring_bytes, "weights": self.weights_bytes}
+
+    def policy(self) -> ActorCritic:
+        """A freshly initialised policy of this run's architecture (on the CPU)."""
+        return ActorCritic(self.obs_space, self.act_space, self.cfg.algo.hidden_sizes)
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` must exist."""
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("config key 'infra.device=cuda': CUDA is not available here; "
+                          "use auto or cpu")
+    return requested
+
+
+def plan_run(cfg: MainConfig) -> RunPlan:
+    """Probe the env's spaces once and derive everything the processes must agree on."""
+    env = make_env(cfg.env.id, dict(cfg.env.kwargs))
+    obs_space, act_space = env.observation_space, env.action_space
+    env.close()
+    infra = cfg.infra
+    layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker)
+    num_params = sum(p.numel() for p in
+                     ActorCritic(obs_space, act_space, cfg.algo.hidden_sizes).parameters())
+    return RunPlan(cfg, obs_space, act_space, layout, num_params, resolve_device(infra.device))

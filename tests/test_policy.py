@@ -1,0 +1,68 @@
+"""ActorCritic heads, flat weight round trips, and the learner's device choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from fastrl.config import ConfigError, load_config
+from fastrl.models.policy import ActorCritic, UnsupportedActionSpace, flat_params, load_flat_params
+from fastrl.plan import resolve_device
+
+
+def test_box_actions_have_gaussian_log_probs_and_entropy():
+    policy = ActorCritic(spaces.Box(-1, 1, (3,)), spaces.Box(-2, 2, (2,)), [16])
+    obs = torch.zeros(5, 3)
+    action, logp, value = policy.act(obs)
+    assert action.shape == (5, 2) and logp.shape == (5,) and value.shape == (5,)
+    logp2, ent, _ = policy.evaluate(obs, action)
+    assert torch.allclose(logp, logp2) and ent.shape == (5,)
+    mode, _, _ = policy.act(obs, deterministic=True)
+    assert torch.equal(mode, policy.act(obs, deterministic=True)[0])
+
+
+def test_discrete_observations_are_one_hot_and_time_major_batches_work():
+    policy = ActorCritic(spaces.Discrete(5), spaces.Discrete(3), [8])
+    obs = torch.tensor([[0, 4], [2, 1]])
+    action, logp, value = policy.act(obs)
+    assert action.shape == logp.shape == value.shape == (2, 2)
+    assert ((0 <= action) & (action < 3)).all()
+
+
+def test_unsupported_action_space_is_named():
+    with pytest.raises(UnsupportedActionSpace, match="Discrete or Box.*MultiBinary"):
+        ActorCritic(spaces.Box(-1, 1, (3,)), spaces.MultiBinary(3), [16])
+
+
+def test_flat_params_round_trip_without_aliasing():
+    a = ActorCritic(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), [8])
+    b = ActorCritic(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), [8])
+    flat = flat_params(a)
+    load_flat_params(b, flat)
+    assert np.array_equal(flat_params(b), flat)
+    flat[:] = 0  # b must not see later writes into the buffer it was loaded from
+    assert not np.array_equal(flat_params(b), flat)
+
+
+def test_device_auto_falls_back_to_cpu_and_cuda_must_exist():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto") == expected
+    assert resolve_device("cpu") == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="infra.device=cuda"):
+            resolve_device("cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.timeout(300)
+def test_learner_trains_on_cuda(tmp_path):
+    from conftest import TINY
+
+    from fastrl.trainer import Trainer
+
+    cfg = load_config(None, [*TINY, "infra.device=cuda", "algo.total_steps=2048",
+                             f"log.run_dir={tmp_path}"])
+    result = Trainer(cfg).fit()
+    assert result.global_step == 2048 and result.eval is not None
