@@ -111,6 +111,19 @@ class MainConfig:
         return i.num_workers * i.envs_per_worker * i.rollout_len
 
 
+def field_docs(cls: type = MainConfig, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """``(dotted key, type, default, doc)`` of every leaf field, in declaration order."""
+    rows = []
+    for f in fields(cls):
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        if is_dataclass(default):
+            rows += field_docs(type(default), f"{prefix}{f.name}.")
+        else:
+            type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            rows.append((prefix + f.name, type_name, default, f.metadata.get("doc", "")))
+    return rows
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> MainConfig:
     """Build a checked :class:`MainConfig` from defaults, an optional YAML file and overrides.
 

@@ -1,4 +1,4 @@
-"""``python -m fastrl.train [CONFIG.yaml] [key=value ...]``: train an agent.
+"""python -m fastrl.train [CONFIG.yaml] [key=value ...]: train an agent.
 
 With no CONFIG the defaults (CartPole-v1 PPO, the same as configs/cartpole_ppo.yaml) run.
 Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad config or env.
@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from fastrl.config import ConfigError, load_config
+from fastrl.config import ConfigError, field_docs, load_config
 from fastrl.memory.layout import UnsupportedSpace
 from fastrl.memory.segments import SharedMemoryFull
 from fastrl.models.policy import UnsupportedActionSpace
@@ -19,12 +19,22 @@ from fastrl.supervisor import ChildFailed
 from fastrl.trainer import Trainer
 
 
+def _as_override(value: object) -> str:
+    """A default as it would be typed on the command line."""
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def parse_args(argv: list[str]) -> tuple[str | None, list[str]]:
     """Split argv into an optional config path and ``key=value`` overrides."""
+    keys = "\n".join(f"  {k + '=' + _as_override(d):<34} {t:<14} {doc}"
+                     for k, t, d, doc in field_docs())
     parser = argparse.ArgumentParser(
         prog="python -m fastrl.train", description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: python -m fastrl.train configs/cartpole_ppo.yaml infra.num_workers=2 "
-               "algo.lr=3e-4",
+               f"algo.lr=3e-4\n\nconfig keys (key=default, type, meaning):\n{keys}",
     )
     parser.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE",
                         help="a YAML config file first (optional), then key=value overrides")

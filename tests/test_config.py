@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import run_train
 
-from fastrl.config import ConfigError, MainConfig, config_hash, load_config, to_yaml
+from fastrl.config import ConfigError, MainConfig, config_hash, field_docs, load_config, to_yaml
 
 ROOT = Path(__file__).parents[1]
 
@@ -27,16 +28,19 @@ def test_shipped_default_config_equals_dataclass_defaults():
 
 
 def test_every_field_is_typed_and_documented():
-    def walk(cls):
-        for f in fields(cls):
-            sub = f.default_factory() if callable(f.default_factory) else None
-            if is_dataclass(sub):
-                yield from walk(type(sub))
-            else:
-                yield cls.__name__, f
-    for owner, f in walk(MainConfig):
-        assert f.type, f"{owner}.{f.name} has no type"
-        assert f.metadata.get("doc"), f"{owner}.{f.name} has no doc"
+    rows = field_docs()
+    assert {"env.id", "algo.lr", "infra.num_workers", "log.run_dir", "seed"} <= {
+        r[0] for r in rows}
+    for key, type_name, _, doc in rows:
+        assert type_name and doc, f"{key} lacks a type or a doc"
+
+
+def test_help_lists_every_key_with_its_doc():
+    proc = subprocess.run([sys.executable, "-m", "fastrl.train", "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0
+    for key, _, _, doc in field_docs():
+        assert key in proc.stdout and doc.split()[0] in proc.stdout
 
 
 @pytest.mark.parametrize("override, words", [

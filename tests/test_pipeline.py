@@ -158,3 +158,11 @@ def test_same_seed_same_weights_and_runs_never_overwrite(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a), "same seed gave different weights"
     proc = run_train([*args, f"log.run_name={runs[0].name}"], tmp_path)
     assert proc.returncode == 2 and "already exists" in proc.stderr
+
+
+def test_continuous_actions_train_through_the_pipeline(tmp_path, no_shm_residue):
+    proc = run_train([*TINY, "env.id=Pendulum-v1", "algo.total_steps=1024",
+                      "algo.target_return=null"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["global_step"] == 1024 and summary["eval"]["length_mean"] == 200
