@@ -41,6 +41,7 @@ def test_ring_roundtrip(benchmark, rollout_len):
         cons.release()
         return out
 
+    roundtrip()  # compile the numba cursor kernels outside the measurement
     benchmark(roundtrip)
 
 
