@@ -8,11 +8,12 @@ cannot express (``num_workers >= 1``, ``lr > 0``, ...) and turns every failure i
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+import yaml
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 
@@ -76,8 +77,9 @@ class InfraConfig:
     )
     device: str = _f("auto", "learner device: auto picks cuda when available", choices=(
         "auto", "cpu", "cuda"))
-    start_method: str = _f("spawn", "multiprocessing start method", choices=(
-        "spawn", "forkserver", "fork"))
+    worker_timeout_s: float = _f(
+        60.0, "a worker silent this long (neither stepping nor waiting) is reported hung", gt=0
+    )
     learner_threads: int = _f(1, "torch threads of the learner process", gt=0)
 
 
@@ -92,6 +94,9 @@ class LogConfig:
     eval_every_steps: int = _f(25_000, "env steps between evaluations", gt=0)
     eval_episodes: int = _f(20, "episodes per evaluation, seeds eval_seed..+n", gt=0)
     eval_seed: int = _f(10_000, "first seed of the evaluation suite", ge=0)
+    eval_max_steps: int = _f(
+        100_000, "step cap of an evaluation episode (for envs without a TimeLimit)", gt=0
+    )
 
 
 @dataclass
@@ -129,23 +134,40 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ma
 
     Raises :class:`ConfigError` naming the offending key and what it accepts.
     """
-    schema = OmegaConf.structured(MainConfig)
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"override {bad[0]!r} is not key=value (e.g. algo.lr=3e-4)")
+    layers = [OmegaConf.structured(MainConfig)]
+    if path is not None:
+        layers.append(_load_yaml(Path(path)))
     try:
-        layers = [schema]
-        if path is not None:
-            layers.append(OmegaConf.load(path))
-        bad = [o for o in overrides if "=" not in o]
-        if bad:
-            raise ConfigError(f"override {bad[0]!r} is not key=value (e.g. algo.lr=3e-4)")
         layers.append(OmegaConf.from_dotlist(list(overrides)))
         merged = OmegaConf.merge(*layers)
     except OmegaConfBaseException as e:
         raise ConfigError(_explain(e)) from None
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+    except TypeError as e:  # e.g. algo.hidden_sizes.0=32: merging into a list by index
+        raise ConfigError(f"cannot apply {' '.join(overrides)}: {e} (give whole lists, "
+                          "e.g. algo.hidden_sizes=[32,32])") from None
     cfg: MainConfig = OmegaConf.to_object(merged)
     check_values(cfg)
     return cfg
+
+
+def _load_yaml(path: Path):
+    """A config file as an OmegaConf mapping, or a ConfigError saying what is wrong."""
+    try:
+        node = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]} "
+                          f"({getattr(e, 'problem_mark', '')})".replace("\n", " ")) from None
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"config file {path} must hold a mapping of sections (env, algo, "
+                          "infra, log, seed), not a list")
+    return node
 
 
 def _explain(e: OmegaConfBaseException) -> str:
@@ -171,8 +193,10 @@ def _section_type(section: str) -> type | None:
         sub = {f.name: f for f in fields(node)}.get(part)
         if sub is None:
             return None
-        node = sub.default_factory().__class__ if sub.default_factory is not None else None
-        if node is None or not is_dataclass(node):
+        if sub.default_factory is MISSING:
+            return None
+        node = type(sub.default_factory())
+        if not is_dataclass(node):
             return None
     return node
 
@@ -188,10 +212,12 @@ def check_values(cfg: MainConfig) -> None:
             problem = _bound_problem(value, f.metadata)
             if problem:
                 raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
-    if cfg.batch_size % cfg.algo.num_minibatches:
+    mb = cfg.algo.num_minibatches
+    if cfg.batch_size % mb or cfg.batch_size // mb < 2:
         raise ConfigError(
-            f"config key 'algo.num_minibatches={cfg.algo.num_minibatches}' must divide the batch "
-            f"num_workers*envs_per_worker*rollout_len={cfg.batch_size}"
+            f"config key 'algo.num_minibatches={mb}' must divide the batch "
+            f"num_workers*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
+            "at least 2 transitions"
         )
     if not cfg.algo.hidden_sizes or min(cfg.algo.hidden_sizes) <= 0:
         raise ConfigError(

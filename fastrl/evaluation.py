@@ -13,13 +13,14 @@ from fastrl.rollout.envs import EnvGroup
 
 def evaluate(
     policy: ActorCritic, env_id: str, env_kwargs: dict[str, Any], seeds: list[int],
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", max_steps: int = 100_000,
 ) -> dict[str, float]:
     """Play the first episode of one env per seed with the policy's mode action.
 
     All envs step together; an env whose first episode ended keeps stepping (its later
-    episodes are not counted) so that one batched forward serves every step.
-    Returns mean/std/min/max of the episode returns and the mean length.
+    episodes are not counted) so that one batched forward serves every step. An episode
+    still running after ``max_steps`` is cut there. Returns mean/std/min/max of the episode
+    returns and the mean length.
     """
     envs = EnvGroup(env_id, env_kwargs, seeds)
     obs = envs.reset()
@@ -27,7 +28,9 @@ def evaluate(
     lengths = np.zeros(len(seeds), np.int64)
     live = np.ones(len(seeds), np.bool_)
     try:
-        while live.any():
+        for _ in range(max_steps):
+            if not live.any():
+                break
             actions, _, _ = policy.act(torch.as_tensor(obs, device=device), deterministic=True)
             obs, reward, terminated, truncated, _ = envs.step(actions.cpu().numpy())
             returns += np.where(live, reward, 0.0)

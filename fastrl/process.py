@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from fastrl.memory.weights import SharedWeights
+from fastrl.rollout.envs import EnvError
 
 
 def seed_everything(seed: int) -> None:
@@ -21,11 +22,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def report_crash(error_dir: str, who: str) -> None:
-    """Write the current exception's traceback where the supervisor will read it."""
+def report_crash(error_dir: str, who: str, exc: BaseException) -> None:
+    """Write what the supervisor will show of ``exc``: the message alone for the errors
+    fastrl words itself (bad env), the full traceback for anything else."""
     path = Path(error_dir) / f"{who.replace(' ', '-')}.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(traceback.format_exc())
+    if isinstance(exc, EnvError):
+        path.write_text(f"{type(exc).__name__}: {exc}\n")
+    else:
+        path.write_text("".join(traceback.format_exception(exc)))
 
 
 def read_crash(error_dir: str, who: str) -> str | None:

@@ -4,6 +4,7 @@ unlinks every segment on every exit path."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import signal
 import threading
@@ -16,6 +17,7 @@ from typing import Any
 from fastrl.config import MainConfig
 from fastrl.learner.learner import LearnerSpec, run_learner
 from fastrl.logging.metrics import MetricsLogger
+from fastrl.memory.ring import HEARTBEAT_NS, Ring
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, plan_run
@@ -24,7 +26,7 @@ from fastrl.rollout.worker import WorkerSpec, run_worker
 
 POLL_S = 0.05
 GRACEFUL_EXIT_S = 30.0  # the learner may be evaluating and saving when asked to stop
-KILL_WAIT_S = 5.0
+KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
 
 
 class ChildFailed(RuntimeError):
@@ -50,14 +52,19 @@ class Supervisor:
         self.cfg = cfg
         self.run_dir = run_dir
         self.error_dir = str(run_dir / "errors")
+        self._ctx = mp.get_context("spawn")  # CUDA, OpenMP and numba threads do not survive fork
         self._signal: int | None = None
+        self._forced = False
         self._procs: dict[str, mp.process.BaseProcess] = {}
+        self._started_ns: dict[str, int] = {}
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._signal is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # second Ctrl-C: stop now; `finally` still cleans up
-        self._signal = signum
+        # Never raise here: a signal may land inside the cleanup in `run`'s finally block.
+        if self._signal is None:
+            self._signal = signum  # first SIGINT/SIGTERM: graceful stop
+        else:
+            self._forced = True  # any second one: stop waiting for anybody
 
     @contextmanager
     def _signals_handled(self):
@@ -73,72 +80,116 @@ class Supervisor:
 
     # --- run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """Train to the end, a stop signal, or the first child failure (raised)."""
+        """Train to the end, a stop signal, or the first child failure (raised).
+
+        Raises KeyboardInterrupt after a second stop signal, once everything is cleaned up.
+        """
         plan = plan_run(self.cfg)
         check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
         owner = SegmentOwner()
         logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps)
-        ctx = mp.get_context(self.cfg.infra.start_method)
-        metrics = ctx.Queue()
+        metrics = self._ctx.Queue()
         t0 = time.monotonic()
         weights: SharedWeights | None = None
-        graceful = True
-        try:
-            with self._signals_handled():
+        with self._signals_handled():  # kept through the cleanup below
+            try:
                 rings = [owner.create(f"ring{i}", plan.ring_bytes)
                          for i in range(self.cfg.infra.num_workers)]
                 weights_shm = owner.create("weights", plan.weights_bytes)
                 weights = SharedWeights(weights_shm.buf, plan.num_params)
-                parent = mp.current_process().pid
-                self._start(ctx, "learner", run_learner, LearnerSpec(
+                parent = os.getpid()
+                self._start("learner", run_learner, LearnerSpec(
                     plan, [r.name for r in rings], weights_shm.name, str(self.run_dir),
                     self.error_dir, parent), metrics)
                 for i, ring in enumerate(rings):
-                    self._start(ctx, f"worker {i}", run_worker, WorkerSpec(
+                    self._start(f"worker {i}", run_worker, WorkerSpec(
                         plan, i, ring.name, weights_shm.name, self.error_dir, parent))
-                step, final = self._watch(weights, metrics, logger)
-        except KeyboardInterrupt:
-            graceful = False  # a second Ctrl-C: no more waiting
-            raise
-        finally:
-            if weights is not None:
-                weights.request_stop()
-            self._stop_children(graceful)
-            metrics.cancel_join_thread()
-            metrics.close()
-            owner.unlink_all()
-            logger.close()
+                controls = [Ring(r.buf, plan.layout, self.cfg.infra.ring_slots) for r in rings]
+                step, final = self._watch(weights, controls, metrics, logger)
+                grace = GRACEFUL_EXIT_S
+            except BaseException:
+                grace = KILL_WAIT_S
+                raise
+            finally:
+                if weights is not None:
+                    weights.request_stop()
+                self._stop_children(grace)
+                metrics.cancel_join_thread()
+                metrics.close()
+                owner.unlink_all()
+                logger.close()
+        if self._forced:
+            raise KeyboardInterrupt
         wall = time.monotonic() - t0
         return RunResult(self.run_dir, step, final.get("eval"), wall, step / wall,
                          self._signal is not None)
 
-    def _start(self, ctx, name: str, target, *args) -> None:
-        proc = ctx.Process(target=target, args=args, name=f"fastrl {name}", daemon=True)
-        proc.start()
+    def _start(self, name: str, target, *args) -> None:
+        # A terminal's Ctrl-C goes to the whole process group; a child still importing torch
+        # would die of it before it can ignore SIGINT. Children inherit an ignored SIGINT;
+        # blocking it meanwhile keeps a Ctrl-C pending for this process instead of lost.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proc = self._ctx.Process(target=target, args=args, name=f"fastrl {name}",
+                                     daemon=True)
+            proc.start()
+        finally:
+            signal.signal(signal.SIGINT, handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         self._procs[name] = proc
+        self._started_ns[name] = time.monotonic_ns()
 
-    def _watch(self, weights: SharedWeights, metrics, logger: MetricsLogger):
-        """Forward metrics until the learner finishes; raise :class:`ChildFailed` on a crash."""
+    def _watch(self, weights: SharedWeights, controls: list[Ring], metrics,
+               logger: MetricsLogger):
+        """Forward metrics until the learner reports its result; raise :class:`ChildFailed`
+        when a child crashes, hangs, or the run does not stop when asked."""
         step, final = 0, None
+        stop_deadline = None
         while final is None:
             step, final = self._drain(metrics, logger, step, timeout=POLL_S)
-            if self._signal is not None:
+            if self._forced:
+                return step, final or {}
+            if self._signal is not None and stop_deadline is None:
                 weights.request_stop()
-            for name, proc in self._procs.items():
-                code = proc.exitcode
-                if code is None or (code == 0 and name != "learner" and
-                                    weights.stop_requested()):
-                    continue
-                if code == 0 and name == "learner":
-                    # The learner's last messages may still be in the pipe.
-                    deadline = time.monotonic() + KILL_WAIT_S
-                    while final is None and time.monotonic() < deadline:
-                        step, final = self._drain(metrics, logger, step, timeout=POLL_S)
-                    if final is None:
-                        raise ChildFailed("the learner exited without reporting its result")
-                    break
-                raise ChildFailed(self._describe_exit(name, proc))
+                stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                raise ChildFailed(f"the learner did not stop within {GRACEFUL_EXIT_S:.0f} s "
+                                  "of the stop request; all processes were terminated")
+            if final is None:
+                final = self._check_children(weights, controls, metrics, logger, step)
         return step, final
+
+    def _check_children(self, weights, controls, metrics, logger, step):
+        """The learner's result once it exited cleanly; raise on a crashed or hung child."""
+        for name, proc in self._procs.items():
+            code = proc.exitcode
+            if code is None:
+                if name != "learner":
+                    self._check_heartbeat(name, proc, controls[int(name.split()[1])])
+                continue
+            if code == 0 and name != "learner" and weights.stop_requested():
+                continue
+            if code == 0 and name == "learner":
+                # Its last messages may still be in the pipe.
+                deadline = time.monotonic() + KILL_WAIT_S
+                while time.monotonic() < deadline:
+                    step, final = self._drain(metrics, logger, step, timeout=POLL_S)
+                    if final is not None:
+                        return final
+                raise ChildFailed("the learner exited without reporting its result")
+            raise ChildFailed(self._describe_exit(name, proc))
+        return None
+
+    def _check_heartbeat(self, name: str, proc, ring: Ring) -> None:
+        beat = ring.get(HEARTBEAT_NS) or self._started_ns[name]
+        silent_s = (time.monotonic_ns() - beat) / 1e9
+        if silent_s > self.cfg.infra.worker_timeout_s:
+            raise ChildFailed(
+                f"{name} (pid {proc.pid}) has not made progress for {silent_s:.0f} s "
+                f"(infra.worker_timeout_s={self.cfg.infra.worker_timeout_s:g}): is its env "
+                "stuck in step() or reset()?"
+            )
 
     def _drain(self, metrics, logger: MetricsLogger, step: int, timeout: float):
         """Log every queued message; returns the latest step and the final result (or None)."""
@@ -165,20 +216,24 @@ class Supervisor:
             how = "exited before the run was stopped"
         else:
             how = f"exited with code {code}"
-        trace = read_crash(self.error_dir, name)
+        report = read_crash(self.error_dir, name)
         msg = f"{name} (pid {proc.pid}) {how}"
-        return f"{msg}:\n{trace.rstrip()}" if trace else msg
+        return f"{msg}:\n{report.rstrip()}" if report else msg
 
-    def _stop_children(self, graceful: bool) -> None:
-        """Give every child a moment to exit on the stop flag, then terminate, then kill."""
-        deadline = time.monotonic() + (GRACEFUL_EXIT_S if graceful else 0.0)
-        for proc in self._procs.values():
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in self._procs.values():
-            if proc.is_alive():
-                proc.terminate()
-        for proc in self._procs.values():
-            proc.join(KILL_WAIT_S)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(KILL_WAIT_S)
+    def _stop_children(self, grace_s: float) -> None:
+        """Let every child exit on the stop flag within ``grace_s`` (unless a second signal
+        came), then terminate, then kill what is left."""
+        deadline = time.monotonic() + grace_s
+        procs = list(self._procs.values())
+        while any(p.is_alive() for p in procs) and not self._forced and \
+                time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        for sig_name in ("terminate", "kill"):
+            alive = [p for p in procs if p.is_alive()]
+            for p in alive:
+                getattr(p, sig_name)()
+            end = time.monotonic() + KILL_WAIT_S
+            while any(p.is_alive() for p in alive) and time.monotonic() < end:
+                time.sleep(POLL_S)
+        for p in procs:
+            p.join(0)

@@ -6,6 +6,8 @@ imports this module (registering the ids) in every process.
 
 from __future__ import annotations
 
+import time
+
 import gymnasium as gym
 import numpy as np
 
@@ -16,11 +18,12 @@ class CountEnv(gym.Env):
 
     metadata: dict = {"render_modes": []}
 
-    def __init__(self, terminate_at: int = 0, fail_at_step: int = 0):
+    def __init__(self, terminate_at: int = 0, fail_at_step: int = 0, hang_at_step: int = 0):
         self.observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.terminate_at = terminate_at
         self.fail_at_step = fail_at_step
+        self.hang_at_step = hang_at_step
         self.episode = -1
         self.t = 0
         self.total = 0
@@ -39,6 +42,8 @@ class CountEnv(gym.Env):
         self.total += 1
         if self.fail_at_step and self.total >= self.fail_at_step:
             raise RuntimeError(f"scripted failure at step {self.total}")
+        if self.hang_at_step and self.total >= self.hang_at_step:
+            time.sleep(3600)  # a simulator that stopped answering
         terminated = bool(self.terminate_at and self.t >= self.terminate_at)
         return self._obs(), 1.0, terminated, False, {}
 
@@ -52,4 +57,5 @@ class WrongShapeEnv(CountEnv):
 
 gym.register("Count-v0", entry_point=CountEnv)
 gym.register("Faulty-v0", entry_point=CountEnv, kwargs={"fail_at_step": 300})
+gym.register("Hang-v0", entry_point=CountEnv, kwargs={"hang_at_step": 300})
 gym.register("WrongShape-v0", entry_point=WrongShapeEnv)

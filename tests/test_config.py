@@ -63,6 +63,30 @@ def test_bad_values_name_the_key_and_what_is_accepted(override, words):
         assert w in str(err.value)
 
 
+@pytest.mark.parametrize("text, words", [
+    ("algo: {lr: [1, 2\n", "not valid YAML"),
+    ("- 1\n- 2\n", "must hold a mapping"),
+])
+def test_bad_config_files_are_named(tmp_path, text, words):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=words):
+        load_config(path)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path)  # a directory
+
+
+def test_list_element_override_says_to_give_the_whole_list():
+    with pytest.raises(ConfigError, match=r"algo.hidden_sizes=\[32,32\]"):
+        load_config(None, ["algo.hidden_sizes.0=32"])
+
+
+def test_minibatches_of_one_are_refused():
+    with pytest.raises(ConfigError, match="at least 2"):
+        load_config(None, ["infra.num_workers=1", "infra.envs_per_worker=1",
+                           "infra.rollout_len=4", "algo.num_minibatches=4"])
+
+
 def test_override_without_equals_is_an_error():
     with pytest.raises(ConfigError, match="key=value"):
         load_config(None, ["configs/a.yaml", "oops"])

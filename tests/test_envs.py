@@ -22,11 +22,10 @@ def test_unknown_env_or_kwarg_is_an_env_error():
         EnvGroup("CartPole-v1", {"bogus": 1}, [0])
 
 
-def test_seeds_are_deterministic_distinct_and_differ_per_worker_and_restart():
+def test_seeds_are_deterministic_distinct_and_differ_per_worker():
     a = env_seeds(1, 0, 8)
     assert a == env_seeds(1, 0, 8) and len(set(a)) == 8
     assert not set(a) & set(env_seeds(1, 1, 8))
-    assert not set(a) & set(env_seeds(1, 0, 8, restart=1))
     assert a != env_seeds(2, 0, 8)
 
 

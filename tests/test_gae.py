@@ -97,3 +97,12 @@ def test_truncation_bootstraps_from_the_real_final_observation():
         a[i] = delta[i] + (G * L * cont[i] * a[i + 1] if i < 4 else 0.0)
     assert adv[:, 0].tolist() == pytest.approx(a)
     assert returns[:, 0].tolist() == pytest.approx([x + y for x, y in zip(a, v)])
+
+
+def test_evaluation_cuts_episodes_of_envs_without_a_time_limit():
+    from fastrl.evaluation import evaluate
+
+    envs = EnvGroup("scripted_envs:Count-v0", {}, [0])  # never terminates
+    policy = ActorCritic(envs.observation_space, envs.action_space, [8])
+    result = evaluate(policy, "scripted_envs:Count-v0", {}, [0, 1], max_steps=50)
+    assert result["length_mean"] == 50 and result["return_mean"] == 50

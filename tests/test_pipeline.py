@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -94,16 +95,55 @@ def test_stop_signal_is_a_clean_exit(sig, tmp_path, no_shm_residue):
     assert (run_dir_of(tmp_path) / "model.pt").exists()
 
 
-def test_second_sigint_exits_at_once_without_residue(tmp_path, no_shm_residue):
-    proc = start_train(["algo.total_steps=100000000", "algo.target_return=null"], tmp_path)
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
+def test_second_signal_exits_at_once_without_residue(second, tmp_path, no_shm_residue):
+    # A hung env keeps the learner from finishing: only the second signal ends the run.
+    proc = start_train(["env.id=scripted_envs:Hang-v0", "infra.worker_timeout_s=600",
+                        "algo.target_return=null"], tmp_path)
     kids = children_started(proc, 3)
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.2)  # two signals sent at once may be delivered as one
-    proc.send_signal(signal.SIGINT)
+    time.sleep(1)  # the supervisor is now waiting for the children to stop
+    t0 = time.monotonic()
+    proc.send_signal(second)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    assert time.monotonic() - t0 < 20, "the second signal did not cut the grace period"
     assert "Traceback" not in err
     assert all_gone([k.pid for k in kids])
+
+
+def test_ctrl_c_to_the_process_group_during_startup_is_a_clean_stop(tmp_path, no_shm_residue):
+    cmd = [sys.executable, "-m", "fastrl.train", *TINY, "algo.total_steps=100000000",
+           "algo.target_return=null", f"log.run_dir={tmp_path}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # own group: the terminal's view of it
+    deadline = time.monotonic() + 60
+    while not [c for c in psutil.Process(proc.pid).children()
+               if "spawn_main" in " ".join(c.cmdline())] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # children are still importing torch
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["stopped_by_signal"] is True
+
+
+def test_hung_worker_is_reported_and_the_run_ends(tmp_path, no_shm_residue):
+    proc = run_train([*TINY, "env.id=scripted_envs:Hang-v0", "infra.worker_timeout_s=3"],
+                     tmp_path)
+    assert proc.returncode == 1
+    assert "has not made progress" in proc.stderr and "worker_timeout_s=3" in proc.stderr
+
+
+def test_workers_may_run_ahead_within_max_policy_lag(tmp_path, no_shm_residue):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    proc = run_train([*TINY, "algo.total_steps=4096", "infra.max_policy_lag=2",
+                      "infra.ring_slots=3"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    acc = EventAccumulator(str(run_dir_of(tmp_path) / "tb"))
+    acc.Reload()
+    lags = [e.value for e in acc.Scalars("train/policy_lag")]
+    assert max(lags) <= 2
 
 
 def test_killed_worker_is_a_clear_error_and_a_clean_shutdown(tmp_path, no_shm_residue):

@@ -31,6 +31,15 @@ def test_discrete_observations_are_one_hot_and_time_major_batches_work():
     assert ((0 <= action) & (action < 3)).all()
 
 
+def test_discrete_spaces_with_a_start_offset():
+    policy = ActorCritic(spaces.Discrete(4, start=10), spaces.Discrete(3, start=-1), [8])
+    obs = torch.tensor([10, 13, 11])
+    for _ in range(20):
+        action, logp, _ = policy.act(obs)
+        assert ((-1 <= action) & (action <= 1)).all()
+        assert torch.allclose(policy.evaluate(obs, action)[0], logp)
+
+
 def test_unsupported_action_space_is_named():
     with pytest.raises(UnsupportedActionSpace, match="Discrete or Box.*MultiBinary"):
         ActorCritic(spaces.Box(-1, 1, (3,)), spaces.MultiBinary(3), [16])

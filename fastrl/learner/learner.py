@@ -44,8 +44,8 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     torch.set_num_threads(spec.plan.cfg.infra.learner_threads)
     try:
         Learner(spec, metrics).train()
-    except BaseException:
-        report_crash(spec.error_dir, "learner")
+    except BaseException as e:
+        report_crash(spec.error_dir, "learner", e)
         os._exit(1)
 
 
@@ -98,7 +98,7 @@ class Learner:
         seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
         self.policy.eval()
         result = evaluate(self.policy, self.cfg.env.id, dict(self.cfg.env.kwargs), seeds,
-                          self.device)
+                          self.device, log.eval_max_steps)
         self.policy.train()
         self.metrics.put(("eval", self.global_step, result))
         return result
@@ -119,6 +119,7 @@ class Learner:
         next_eval = log.eval_every_steps
         last_eval: dict[str, float] | None = None
         eval_step = -1
+        stopped = False
         try:
             while self.global_step < algo.total_steps:
                 wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self.should_stop)
@@ -143,10 +144,10 @@ class Learner:
                             last_eval["return_mean"] >= algo.target_return:
                         break
         except Stopped:
-            pass
+            stopped = True  # asked to stop: save what we have, skip the final evaluation
         finally:
             self.weights.request_stop()
-        if self.global_step and eval_step != self.global_step:
+        if not stopped and self.global_step and eval_step != self.global_step:
             last_eval = self._evaluate()
         torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
                    Path(self.spec.run_dir) / "model.pt")

@@ -27,10 +27,8 @@ from fastrl.memory.atomics import load_acquire, store_release
 from fastrl.memory.layout import SlotLayout
 
 LINE = 8  # int64 counters per cache line
-WRITE_SEQ, READ_SEQ, HEARTBEAT_NS, STEPS, RESTARTS, WEIGHTS_VERSION_SEEN, ERROR_CODE = (
-    k * LINE for k in range(7)
-)
-CONTROL_BYTES = 8 * LINE * 8
+WRITE_SEQ, READ_SEQ, HEARTBEAT_NS = (k * LINE for k in range(3))
+CONTROL_BYTES = 8 * 64  # eight 64-byte lines, one per counter
 
 
 class Ring:
@@ -104,8 +102,3 @@ class Ring:
     def get(self, counter: int) -> int:
         """Read a control-block counter."""
         return int(load_acquire(self.ctrl, counter))
-
-    def reset_consumer(self) -> None:
-        """Drop every published slot (used when the run ends and nothing else will read)."""
-        self._read_seq = self.get(WRITE_SEQ)
-        store_release(self.ctrl, READ_SEQ, self._read_seq)

@@ -25,7 +25,11 @@ class SharedMemoryFull(RuntimeError):
 
 def free_shm_bytes() -> int:
     """Bytes free in /dev/shm for an unprivileged writer."""
-    st = os.statvfs(SHM_DIR)
+    try:
+        st = os.statvfs(SHM_DIR)
+    except FileNotFoundError:
+        raise SharedMemoryFull(f"{SHM_DIR} does not exist here; fastrl needs POSIX shared "
+                               "memory (a tmpfs at /dev/shm, as on Linux)") from None
     return st.f_bavail * st.f_frsize
 
 

@@ -11,9 +11,12 @@ write is retried, never used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from fastrl.memory.atomics import fence, load_acquire, store_release
+from fastrl.memory.wait import wait_until
 
 SEQ, VERSION, STOP = 0, 8, 16
 HEADER_BYTES = 3 * 64
@@ -40,28 +43,32 @@ class SharedWeights:
         self.hdr[VERSION] = version
         store_release(self.hdr, SEQ, seq + 2)
 
-    def version(self) -> int:
+    def _even_seq(self, should_stop: Callable[[], bool]) -> int:
+        """``SEQ`` once no write is in progress (raises Stopped if the run stops first,
+        e.g. because the learner died mid-write)."""
+        wait_until(lambda: not load_acquire(self.hdr, SEQ) & 1, should_stop)
+        return load_acquire(self.hdr, SEQ)
+
+    def version(self, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Version of the last completed write (-1 before the first)."""
         while True:
-            s1 = load_acquire(self.hdr, SEQ)
+            s1 = self._even_seq(should_stop)
             v = int(self.hdr[VERSION])
             fence()
-            if not s1 & 1 and s1 == self.hdr[SEQ]:
+            if s1 == self.hdr[SEQ]:
                 return v if s1 else -1
 
-    def read_into(self, out: np.ndarray) -> int:
+    def read_into(self, out: np.ndarray, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Copy a consistent vector into ``out``; returns its version."""
         while True:
-            s1 = load_acquire(self.hdr, SEQ)
+            s1 = self._even_seq(should_stop)
             if s1 == 0:
                 raise RuntimeError("no weights were published yet; wait for version() >= 0")
-            if s1 & 1:
-                continue  # a write is in progress: retry
             np.copyto(out, self.params)
             v = int(self.hdr[VERSION])
             fence()
             if s1 == self.hdr[SEQ]:
-                return v
+                return v  # SEQ unchanged: no write overlapped the copy
 
     def request_stop(self) -> None:
         """Ask every process of the run to finish."""

@@ -36,12 +36,16 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int]):
         super().__init__()
-        self._one_hot = int(obs_space.n) if isinstance(obs_space, spaces.Discrete) else 0
+        discrete_obs = isinstance(obs_space, spaces.Discrete)
+        self._one_hot = int(obs_space.n) if discrete_obs else 0
+        self._obs_start = int(obs_space.start) if discrete_obs else 0
+        self._act_start = 0  # Discrete(n, start): the network's classes are 0..n-1
         self._obs_ndim = len(obs_space.shape or ())
         n_obs = self._one_hot or int(np.prod(obs_space.shape))
         if isinstance(act_space, spaces.Discrete):
             self.continuous = False
             n_out = int(act_space.n)
+            self._act_start = int(act_space.start)
         elif isinstance(act_space, spaces.Box):
             self.continuous = True
             n_out = int(np.prod(act_space.shape))
@@ -56,7 +60,7 @@ class ActorCritic(nn.Module):
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         if self._one_hot:
-            return nn.functional.one_hot(obs.long(), self._one_hot).float()
+            return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
         batch = obs.shape[: obs.dim() - self._obs_ndim]
         return obs.reshape(*batch, -1).float()
 
@@ -88,13 +92,19 @@ class ActorCritic(nn.Module):
         else:
             flat = dist.sample()
         log_prob, _ = self._log_prob_entropy(dist, flat)
-        action = flat.reshape(*flat.shape[:-1], *self.act_shape) if self.continuous else flat
+        if self.continuous:
+            action = flat.reshape(*flat.shape[:-1], *self.act_shape)
+        else:
+            action = flat + self._act_start
         return action, log_prob, self.critic(x).squeeze(-1)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""
         x = self._features(obs)
-        flat = action.reshape(*x.shape[:-1], -1) if self.continuous else action.long()
+        if self.continuous:
+            flat = action.reshape(*x.shape[:-1], -1)
+        else:
+            flat = action.long() - self._act_start
         log_prob, entropy = self._log_prob_entropy(self._dist(x), flat)
         return log_prob, entropy, self.critic(x).squeeze(-1)
 

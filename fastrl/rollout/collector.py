@@ -29,7 +29,6 @@ class Collector:
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
-        self.steps = 0
 
     def fill(self, slot: dict[str, np.ndarray], slot_seq: int, policy_version: int) -> None:
         """Write ``len(slot['reward'])`` steps into ``slot`` (the slot numbered ``slot_seq``).
@@ -67,4 +66,3 @@ class Collector:
                 self.episodes[done] += 1
             self.obs[:] = obs
         slot["bootstrap_obs"][:] = self.obs
-        self.steps += rollout_len * len(self.env_ids)

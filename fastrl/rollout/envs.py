@@ -24,9 +24,9 @@ class EnvContractError(EnvError):
     """An env returned something that does not match its declared spaces."""
 
 
-def env_seeds(run_seed: int, worker_id: int, num_envs: int, restart: int = 0) -> list[int]:
-    """Deterministic, distinct per-env seeds for one worker (and one restart of it)."""
-    seq = np.random.SeedSequence([run_seed, worker_id, restart])
+def env_seeds(run_seed: int, worker_id: int, num_envs: int) -> list[int]:
+    """Deterministic, distinct per-env seeds for one worker."""
+    seq = np.random.SeedSequence([run_seed, worker_id])
     return [int(s) for s in seq.generate_state(num_envs, np.uint32)]
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fastrl.memory.ring import HEARTBEAT_NS, STEPS, WEIGHTS_VERSION_SEEN, Ring
+from fastrl.memory.ring import HEARTBEAT_NS, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
@@ -41,8 +41,8 @@ def run_worker(spec: WorkerSpec) -> None:
         _worker_loop(spec)
     except Stopped:
         pass
-    except BaseException:
-        report_crash(spec.error_dir, f"worker {spec.worker_id}")
+    except BaseException as e:
+        report_crash(spec.error_dir, f"worker {spec.worker_id}", e)
         os._exit(1)
 
 
@@ -63,7 +63,12 @@ def _worker_loop(spec: WorkerSpec) -> None:
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
     ring = Ring(ring_shm.buf, plan.layout, infra.ring_slots)
     weights = SharedWeights(weights_shm.buf, plan.num_params)
-    should_stop = should_stop_fn(weights, spec.parent_pid)
+    run_stopped = should_stop_fn(weights, spec.parent_pid)
+
+    def should_stop() -> bool:
+        # Called from every wait loop: a waiting worker is alive, so it beats too.
+        ring.set(HEARTBEAT_NS, time.monotonic_ns())
+        return run_stopped()
 
     policy = plan.policy()
     params = np.empty(plan.num_params, np.float32)
@@ -72,13 +77,11 @@ def _worker_loop(spec: WorkerSpec) -> None:
     while True:
         wait_until(ring.has_free_slot, should_stop)
         # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
-        needed = ring.write_seq - infra.max_policy_lag
-        wait_until(lambda n=needed: weights.version() >= n, should_stop)
-        if weights.version() != version:
-            version = weights.read_into(params)
+        needed = max(0, ring.write_seq - infra.max_policy_lag)
+        wait_until(lambda n=needed: weights.version(should_stop) >= n, should_stop)
+        if weights.version(should_stop) != version:
+            version = weights.read_into(params, should_stop)
             load_flat_params(policy, params)
         collector.fill(ring.write_slot(), ring.write_seq, version)
         ring.publish()
         ring.set(HEARTBEAT_NS, time.monotonic_ns())
-        ring.set(STEPS, collector.steps)
-        ring.set(WEIGHTS_VERSION_SEEN, version)
