@@ -46,8 +46,12 @@ class SharedWeights:
     def _even_seq(self, should_stop: Callable[[], bool]) -> int:
         """``SEQ`` once no write is in progress (raises Stopped if the run stops first,
         e.g. because the learner died mid-write)."""
-        wait_until(lambda: not load_acquire(self.hdr, SEQ) & 1, should_stop)
-        return load_acquire(self.hdr, SEQ)
+        seq = load_acquire(self.hdr, SEQ)
+        while seq & 1:
+            # The value returned must be the one checked: a fresh load could be odd again.
+            wait_until(lambda: not load_acquire(self.hdr, SEQ) & 1, should_stop)
+            seq = load_acquire(self.hdr, SEQ)
+        return seq
 
     def version(self, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Version of the last completed write (-1 before the first)."""

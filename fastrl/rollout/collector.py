@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -14,14 +16,16 @@ class Collector:
 
     ``first_env_id`` is the run-wide id of this group's first env and ``total_envs`` the
     number of envs in the run: together they make ``env_id``, ``episode_id`` and
-    ``global_step`` unique across workers.
+    ``global_step`` unique across workers. ``heartbeat`` is called after every env step.
     """
 
     def __init__(
-        self, envs: EnvGroup, policy: ActorCritic, first_env_id: int, total_envs: int
+        self, envs: EnvGroup, policy: ActorCritic, first_env_id: int, total_envs: int,
+        heartbeat: Callable[[], None] = lambda: None,
     ) -> None:
         self.envs = envs
         self.policy = policy
+        self.heartbeat = heartbeat
         n = len(envs.seeds)
         self.total_envs = total_envs
         self.env_ids = np.arange(first_env_id, first_env_id + n, dtype=np.int32)
@@ -50,6 +54,7 @@ class Collector:
             slot["global_step"][t] = (slot_seq * rollout_len + t) * self.total_envs + self.env_ids
 
             obs, reward, terminated, truncated, final_obs = self.envs.step(action)
+            self.heartbeat()
             slot["reward"][t] = reward
             slot["terminated"][t] = terminated
             slot["truncated"][t] = truncated

@@ -65,14 +65,16 @@ def _worker_loop(spec: WorkerSpec) -> None:
     weights = SharedWeights(weights_shm.buf, plan.num_params)
     run_stopped = should_stop_fn(weights, spec.parent_pid)
 
-    def should_stop() -> bool:
-        # Called from every wait loop: a waiting worker is alive, so it beats too.
+    def beat() -> None:
         ring.set(HEARTBEAT_NS, time.monotonic_ns())
+
+    def should_stop() -> bool:
+        beat()  # called from every wait loop: a waiting worker is alive too
         return run_stopped()
 
     policy = plan.policy()
     params = np.empty(plan.num_params, np.float32)
-    collector = Collector(envs, policy, spec.worker_id * n, infra.num_workers * n)
+    collector = Collector(envs, policy, spec.worker_id * n, infra.num_workers * n, beat)
     version = -1
     while True:
         wait_until(ring.has_free_slot, should_stop)
@@ -84,4 +86,3 @@ def _worker_loop(spec: WorkerSpec) -> None:
             load_flat_params(policy, params)
         collector.fill(ring.write_slot(), ring.write_seq, version)
         ring.publish()
-        ring.set(HEARTBEAT_NS, time.monotonic_ns())
