@@ -91,7 +91,7 @@ class LogConfig:
     run_name: str | None = _f(None, "run folder name (null: env_algo_seed_time)")
     tensorboard: bool = _f(True, "write TensorBoard scalars")
     console: bool = _f(True, "show a progress line on the console")
-    eval_every_steps: int = _f(25_000, "env steps between evaluations", gt=0)
+    eval_every_steps: int = _f(10_000, "env steps between evaluations", gt=0)
     eval_episodes: int = _f(20, "episodes per evaluation, seeds eval_seed..+n", gt=0)
     eval_seed: int = _f(10_000, "first seed of the evaluation suite", ge=0)
     eval_max_steps: int = _f(

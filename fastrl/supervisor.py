@@ -40,8 +40,8 @@ class RunResult:
     run_dir: Path
     global_step: int
     eval: dict[str, float] | None
-    wall_s: float
-    steps_per_sec: float
+    wall_s: float  # whole run, process start-up and evaluations included
+    steps_per_sec: float  # env steps/sec from the first learner update to the last
     stopped_by_signal: bool
 
 
@@ -120,9 +120,8 @@ class Supervisor:
                 logger.close()
         if self._forced:
             raise KeyboardInterrupt
-        wall = time.monotonic() - t0
-        return RunResult(self.run_dir, step, final.get("eval"), wall, step / wall,
-                         self._signal is not None)
+        return RunResult(self.run_dir, step, final.get("eval"), time.monotonic() - t0,
+                         logger.steps_per_sec, self._signal is not None)
 
     def _start(self, name: str, target, *args) -> None:
         # A terminal's Ctrl-C goes to the whole process group; a child still importing torch

@@ -37,13 +37,20 @@ class MetricsLogger:
             )
             self._task = self._progress.add_task("train", total=total_steps, sps=0.0, ret="-")
             self._progress.start()
-        self._t0 = time.monotonic()
+        self._first: tuple[float, int] | None = None  # (time, step) of the first update
         self.last_return: float | None = None
         self.steps_per_sec = 0.0
 
     def update(self, step: int, stats: dict[str, float]) -> None:
-        """Log one learner update's statistics."""
-        self.steps_per_sec = step / max(time.monotonic() - self._t0, 1e-9)
+        """Log one learner update's statistics.
+
+        Steps/sec counts from the first update, so process start-up does not dilute it.
+        """
+        now = time.monotonic()
+        if self._first is None:
+            self._first = (now, step)
+        elif now > self._first[0]:
+            self.steps_per_sec = (step - self._first[1]) / (now - self._first[0])
         if "episode/return_mean" in stats:
             self.last_return = stats["episode/return_mean"]
         if self._writer:
