@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from fastrl.config import load_config
+from fastrl.evaluation import evaluate
+from fastrl.plan import plan_run
 from fastrl.trainer import Trainer
 
 
@@ -19,3 +22,8 @@ def test_default_config_solves_cartpole(seed, tmp_path, no_shm_residue):
     assert result.global_step <= 500_000
     # 20 episodes, fixed seeds, deterministic policy (fastrl.evaluation.evaluate)
     assert result.eval["return_mean"] >= 475
+    # ...and the saved model, evaluated afresh here, meets the same bar.
+    policy = plan_run(cfg).policy()
+    policy.load_state_dict(torch.load(result.run_dir / "model.pt")["model"])
+    seeds = list(range(cfg.log.eval_seed, cfg.log.eval_seed + 20))
+    assert evaluate(policy, "CartPole-v1", {}, seeds)["return_mean"] >= 475
