@@ -80,6 +80,9 @@ class InfraConfig:
     worker_timeout_s: float = _f(
         60.0, "a worker silent this long (neither stepping nor waiting) is reported hung", gt=0
     )
+    learner_timeout_s: float = _f(
+        300.0, "a learner silent this long (one update or eval step) is reported hung", gt=0
+    )
     learner_threads: int = _f(1, "torch threads of the learner process", gt=0)
 
 
@@ -142,13 +145,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ma
         layers.append(_load_yaml(Path(path)))
     try:
         layers.append(OmegaConf.from_dotlist(list(overrides)))
-        merged = OmegaConf.merge(*layers)
+        cfg: MainConfig = OmegaConf.to_object(OmegaConf.merge(*layers))  # resolves ${...}
     except OmegaConfBaseException as e:
         raise ConfigError(_explain(e)) from None
     except TypeError as e:  # e.g. algo.hidden_sizes.0=32: merging into a list by index
         raise ConfigError(f"cannot apply {' '.join(overrides)}: {e} (give whole lists, "
                           "e.g. algo.hidden_sizes=[32,32])") from None
-    cfg: MainConfig = OmegaConf.to_object(merged)
     check_values(cfg)
     return cfg
 
@@ -161,6 +163,8 @@ def _load_yaml(path: Path):
         raise ConfigError(f"config file not found: {path}") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]} "
                           f"({getattr(e, 'problem_mark', '')})".replace("\n", " ")) from None

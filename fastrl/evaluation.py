@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
+from fastrl.memory.wait import Stopped
 from fastrl.models.policy import ActorCritic
 from fastrl.rollout.envs import EnvGroup
 
@@ -14,13 +16,15 @@ from fastrl.rollout.envs import EnvGroup
 def evaluate(
     policy: ActorCritic, env_id: str, env_kwargs: dict[str, Any], seeds: list[int],
     device: torch.device | str = "cpu", max_steps: int = 100_000,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> dict[str, float]:
     """Play the first episode of one env per seed with the policy's mode action.
 
     All envs step together; an env whose first episode ended keeps stepping (its later
     episodes are not counted) so that one batched forward serves every step. An episode
-    still running after ``max_steps`` is cut there. Returns mean/std/min/max of the episode
-    returns and the mean length.
+    still running after ``max_steps`` is cut there; ``should_stop`` is asked every step and
+    raises :class:`~fastrl.memory.wait.Stopped` when true. Returns mean/std/min/max of the
+    episode returns and the mean length.
     """
     envs = EnvGroup(env_id, env_kwargs, seeds)
     obs = envs.reset()
@@ -31,6 +35,8 @@ def evaluate(
         for _ in range(max_steps):
             if not live.any():
                 break
+            if should_stop():
+                raise Stopped
             actions, _, _ = policy.act(torch.as_tensor(obs, device=device), deterministic=True)
             obs, reward, terminated, truncated, _ = envs.step(actions.cpu().numpy())
             returns += np.where(live, reward, 0.0)

@@ -24,9 +24,11 @@ from fastrl.plan import SHM_KNOBS, plan_run
 from fastrl.process import read_crash
 from fastrl.rollout.worker import WorkerSpec, run_worker
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.05
 GRACEFUL_EXIT_S = 30.0  # the learner may be evaluating and saving when asked to stop
 KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
+STARTUP_ALLOWANCE_S = 120.0  # before its first heartbeat a child imports torch, builds envs
 
 
 class ChildFailed(RuntimeError):
@@ -71,7 +73,7 @@ class Supervisor:
         if threading.current_thread() is not threading.main_thread():
             yield  # signal handlers can only be installed from the main thread
             return
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         try:
             yield
         finally:
@@ -124,18 +126,17 @@ class Supervisor:
                          logger.steps_per_sec, self._signal is not None)
 
     def _start(self, name: str, target, *args) -> None:
-        # A terminal's Ctrl-C goes to the whole process group; a child still importing torch
-        # would die of it before it can ignore SIGINT. Children inherit an ignored SIGINT;
-        # blocking it meanwhile keeps a Ctrl-C pending for this process instead of lost.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # A terminal's Ctrl-C (or a group SIGTERM) reaches every process of the group, and a
+        # child still importing torch would die of it. A child inherits the forking thread's
+        # signal mask, so it starts with both blocked until it ignores them (become_child);
+        # here they stay pending, or another thread's handler takes them: none is lost.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             proc = self._ctx.Process(target=target, args=args, name=f"fastrl {name}",
                                      daemon=True)
             proc.start()
         finally:
-            signal.signal(signal.SIGINT, handler)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
         self._procs[name] = proc
         self._started_ns[name] = time.monotonic_ns()
 
@@ -164,10 +165,15 @@ class Supervisor:
         for name, proc in self._procs.items():
             code = proc.exitcode
             if code is None:
-                if name != "learner":
-                    self._check_heartbeat(name, proc, controls[int(name.split()[1])])
+                if name == "learner":
+                    self._check_heartbeat(name, proc, weights.last_beat(),
+                                          self.cfg.infra.learner_timeout_s, "learner_timeout_s")
+                else:
+                    beat = controls[int(name.split()[1])].get(HEARTBEAT_NS)
+                    self._check_heartbeat(name, proc, beat, self.cfg.infra.worker_timeout_s,
+                                          "worker_timeout_s")
                 continue
-            if code == 0 and name != "learner" and weights.stop_requested():
+            if code == 0 and name != "learner" and weights.run_over():
                 continue
             if code == 0 and name == "learner":
                 # Its last messages may still be in the pipe.
@@ -180,14 +186,19 @@ class Supervisor:
             raise ChildFailed(self._describe_exit(name, proc))
         return None
 
-    def _check_heartbeat(self, name: str, proc, ring: Ring) -> None:
-        beat = ring.get(HEARTBEAT_NS) or self._started_ns[name]
-        silent_s = (time.monotonic_ns() - beat) / 1e9
-        if silent_s > self.cfg.infra.worker_timeout_s:
+    def _check_heartbeat(self, name: str, proc, beat_ns: int, timeout_s: float,
+                         key: str) -> None:
+        if beat_ns == 0:  # still importing and building its envs
+            silent_s = (time.monotonic_ns() - self._started_ns[name]) / 1e9
+            if silent_s > max(timeout_s, STARTUP_ALLOWANCE_S):
+                raise ChildFailed(f"{name} (pid {proc.pid}) did not start within "
+                                  f"{silent_s:.0f} s")
+            return
+        silent_s = (time.monotonic_ns() - beat_ns) / 1e9
+        if silent_s > timeout_s:
             raise ChildFailed(
                 f"{name} (pid {proc.pid}) has not made progress for {silent_s:.0f} s "
-                f"(infra.worker_timeout_s={self.cfg.infra.worker_timeout_s:g}): is its env "
-                "stuck in step() or reset()?"
+                f"(infra.{key}={timeout_s:g}): is an env stuck in step() or reset()?"
             )
 
     def _drain(self, metrics, logger: MetricsLogger, step: int, timeout: float):
@@ -221,18 +232,14 @@ class Supervisor:
 
     def _stop_children(self, grace_s: float) -> None:
         """Let every child exit on the stop flag within ``grace_s`` (unless a second signal
-        came), then terminate, then kill what is left."""
+        came), then kill what is left."""
         deadline = time.monotonic() + grace_s
         procs = list(self._procs.values())
         while any(p.is_alive() for p in procs) and not self._forced and \
                 time.monotonic() < deadline:
             time.sleep(POLL_S)
-        for sig_name in ("terminate", "kill"):
-            alive = [p for p in procs if p.is_alive()]
-            for p in alive:
-                getattr(p, sig_name)()
-            end = time.monotonic() + KILL_WAIT_S
-            while any(p.is_alive() for p in alive) and time.monotonic() < end:
-                time.sleep(POLL_S)
         for p in procs:
-            p.join(0)
+            if p.is_alive():
+                p.kill()  # children ignore SIGTERM (see fastrl.process.become_child)
+        for p in procs:
+            p.join(KILL_WAIT_S)

@@ -28,7 +28,11 @@ def make_run_dir(cfg: MainConfig) -> Path:
         run_dir, n = parent / base, 1
         while run_dir.exists():
             run_dir, n = parent / f"{base}-{n}", n + 1
-    run_dir.mkdir(parents=True)
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as e:
+        raise ConfigError(f"config key 'log.run_dir={cfg.log.run_dir}': cannot create "
+                          f"{run_dir}: {e.strerror}") from None
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     (run_dir / "config_hash").write_text(config_hash(cfg) + "\n")
     return run_dir

@@ -25,13 +25,18 @@ TINY = [
 ]
 
 
+def ours_in_shm() -> set[str]:
+    """fastrl's segments and multiprocessing's semaphores (our queues) in /dev/shm."""
+    return set(leftover_segments()) | {n for n in os.listdir("/dev/shm") if n.startswith("sem.mp-")}
+
+
 @pytest.fixture
 def no_shm_residue():
-    """Fail the test if it leaves any new fastrl segment in /dev/shm."""
-    before = set(leftover_segments())
+    """Fail the test if it leaves anything of ours in /dev/shm."""
+    before = ours_in_shm()
     yield
-    left = set(leftover_segments()) - before
-    assert not left, f"segments left in /dev/shm: {sorted(left)}"
+    left = ours_in_shm() - before
+    assert not left, f"left in /dev/shm: {sorted(left)}"
 
 
 def run_train(args: list[str], tmp_path: Path, timeout: float = 180, **kw):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
+import time
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -19,7 +19,7 @@ from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
-from fastrl.process import report_crash, seed_everything, should_stop_fn
+from fastrl.process import become_child, report_crash, seed_everything
 
 
 class PolicyLagError(RuntimeError):
@@ -40,7 +40,7 @@ class LearnerSpec:
 
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     """Process entry point: exit 0 when training ends or the run is stopped, 1 on error."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor coordinates Ctrl-C
+    become_child(spec.parent_pid)
     torch.set_num_threads(spec.plan.cfg.infra.learner_threads)
     try:
         Learner(spec, metrics).train()
@@ -86,19 +86,22 @@ class Learner:
         self.rings = [Ring(s.buf, plan.layout, cfg.infra.ring_slots) for s in self._shms]
         self._weights_shm = attach(spec.weights_name)
         self.weights = SharedWeights(self._weights_shm.buf, plan.num_params)
-        self.should_stop = should_stop_fn(self.weights, spec.parent_pid)
         self.version = 0
         self.global_step = 0
 
     def _publish(self) -> None:
         self.weights.write(flat_params(self.policy), self.version)
 
+    def _should_stop(self) -> bool:
+        self.weights.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives
+        return self.weights.stop_requested()
+
     def _evaluate(self) -> dict[str, float]:
         log = self.cfg.log
         seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
         self.policy.eval()
         result = evaluate(self.policy, self.cfg.env.id, dict(self.cfg.env.kwargs), seeds,
-                          self.device, log.eval_max_steps)
+                          self.device, log.eval_max_steps, self._should_stop)
         self.policy.train()
         self.metrics.put(("eval", self.global_step, result))
         return result
@@ -112,43 +115,50 @@ class Learner:
             )
         return lag
 
+    def _update(self) -> None:
+        """Wait for one slot from every worker, train on them, publish the new weights."""
+        algo = self.cfg.algo
+        wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self._should_stop)
+        occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
+        batch = gather(self.rings)
+        for r in self.rings:
+            r.release()
+        lag = self._check_lag(batch)
+        tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+        lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
+        stats = self.ppo.update(tensors, lr)
+        self.version += 1
+        self._publish()
+        self.global_step += batch["reward"].size
+        self.weights.beat(time.monotonic_ns())
+        stats.update(episode_stats(batch), lr=lr, policy_lag=lag,
+                     ring_occupancy=occupancy, policy_version=self.version)
+        self.metrics.put(("update", self.global_step, stats))
+
     def train(self) -> None:
-        """Train until ``algo.total_steps``, the target return, or a stop request."""
+        """Train until ``algo.total_steps``, the target return, or a stop request; then save
+        the model and report the last evaluation."""
         algo, log = self.cfg.algo, self.cfg.log
         self._publish()
         next_eval = log.eval_every_steps
         last_eval: dict[str, float] | None = None
         eval_step = -1
-        stopped = False
         try:
             while self.global_step < algo.total_steps:
-                wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self.should_stop)
-                occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
-                batch = gather(self.rings)
-                for r in self.rings:
-                    r.release()
-                lag = self._check_lag(batch)
-                tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
-                lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
-                stats = self.ppo.update(tensors, lr)
-                self.version += 1
-                self._publish()
-                self.global_step += batch["reward"].size
-                stats.update(episode_stats(batch), lr=lr, policy_lag=lag,
-                             ring_occupancy=occupancy, policy_version=self.version)
-                self.metrics.put(("update", self.global_step, stats))
+                self._update()
                 if self.global_step >= next_eval:
                     next_eval += log.eval_every_steps
                     last_eval, eval_step = self._evaluate(), self.global_step
                     if algo.target_return is not None and \
                             last_eval["return_mean"] >= algo.target_return:
                         break
+            self.weights.mark_done()  # workers may exit while we evaluate and save
+            if self.global_step and eval_step != self.global_step:
+                last_eval = self._evaluate()
         except Stopped:
-            stopped = True  # asked to stop: save what we have, skip the final evaluation
+            pass  # asked to stop: save what we have; the evaluation in progress is dropped
         finally:
-            self.weights.request_stop()
-        if not stopped and self.global_step and eval_step != self.global_step:
-            last_eval = self._evaluate()
+            self.weights.mark_done()
         torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
                    Path(self.spec.run_dir) / "model.pt")
         self.metrics.put(("done", self.global_step, {"eval": last_eval}))

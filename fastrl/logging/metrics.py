@@ -37,6 +37,7 @@ class MetricsLogger:
             )
             self._task = self._progress.add_task("train", total=total_steps, sps=0.0, ret="-")
             self._progress.start()
+        self._t0 = time.monotonic()
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
         self.last_return: float | None = None
         self.steps_per_sec = 0.0
@@ -44,13 +45,14 @@ class MetricsLogger:
     def update(self, step: int, stats: dict[str, float]) -> None:
         """Log one learner update's statistics.
 
-        Steps/sec counts from the first update, so process start-up does not dilute it.
+        Steps/sec counts from the first update, so process start-up does not dilute it (from
+        the logger's creation until a second update exists).
         """
         now = time.monotonic()
         if self._first is None:
             self._first = (now, step)
-        elif now > self._first[0]:
-            self.steps_per_sec = (step - self._first[1]) / (now - self._first[0])
+        t_ref, step_ref = self._first if now > self._first[0] else (self._t0, 0)
+        self.steps_per_sec = (step - step_ref) / max(now - t_ref, 1e-9)
         if "episode/return_mean" in stats:
             self.last_return = stats["episode/return_mean"]
         if self._writer:

@@ -1,8 +1,9 @@
-"""Policy weights in shared memory under a seqlock, plus the run-wide stop flag.
+"""Policy weights in shared memory under a seqlock, plus the run's control flags.
 
 Header lines (one int64 per 64-byte line): ``SEQ`` (odd while the learner writes),
-``VERSION`` (number of learner updates behind these weights), ``STOP`` (set by the
-supervisor or the learner to end the run). Then the flat float32 parameter vector.
+``VERSION`` (number of learner updates behind these weights), ``STOP`` (the supervisor asks
+every process to stop), ``DONE`` (the learner needs no more data), ``LEARNER_BEAT`` (the
+learner's heartbeat, monotonic ns). Then the flat float32 parameter vector.
 
 The learner is the only writer. A reader copies the vector between two reads of ``SEQ``
 and keeps the copy only when both reads are the same even number: a copy that overlapped a
@@ -18,8 +19,8 @@ import numpy as np
 from fastrl.memory.atomics import fence, load_acquire, store_release
 from fastrl.memory.wait import wait_until
 
-SEQ, VERSION, STOP = 0, 8, 16
-HEADER_BYTES = 3 * 64
+SEQ, VERSION, STOP, DONE, LEARNER_BEAT = 0, 8, 16, 24, 32
+HEADER_BYTES = 5 * 64
 
 
 class SharedWeights:
@@ -75,9 +76,25 @@ class SharedWeights:
                 return v  # SEQ unchanged: no write overlapped the copy
 
     def request_stop(self) -> None:
-        """Ask every process of the run to finish."""
+        """Ask every process of the run to finish (supervisor)."""
         store_release(self.hdr, STOP, 1)
 
     def stop_requested(self) -> bool:
-        """True once :meth:`request_stop` was called by any process."""
+        """True once :meth:`request_stop` was called."""
         return bool(load_acquire(self.hdr, STOP))
+
+    def mark_done(self) -> None:
+        """Tell the workers that no more slots will be read (learner)."""
+        store_release(self.hdr, DONE, 1)
+
+    def run_over(self) -> bool:
+        """True once a stop was requested or the learner is done: workers may exit."""
+        return bool(load_acquire(self.hdr, STOP) or load_acquire(self.hdr, DONE))
+
+    def beat(self, now_ns: int) -> None:
+        """Record that the learner is alive (learner)."""
+        store_release(self.hdr, LEARNER_BEAT, now_ns)
+
+    def last_beat(self) -> int:
+        """The learner's last heartbeat (0 before the first)."""
+        return int(load_acquire(self.hdr, LEARNER_BEAT))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
-from fastrl.process import report_crash, seed_everything, should_stop_fn
+from fastrl.process import become_child, report_crash, seed_everything
 from fastrl.rollout.collector import Collector
 from fastrl.rollout.envs import EnvContractError, EnvGroup, env_seeds
 
@@ -35,7 +34,7 @@ class WorkerSpec:
 
 def run_worker(spec: WorkerSpec) -> None:
     """Process entry point. Exits 0 when the run stops, 1 (after a crash report) on error."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor coordinates Ctrl-C
+    become_child(spec.parent_pid)
     torch.set_num_threads(1)
     try:
         _worker_loop(spec)
@@ -63,14 +62,13 @@ def _worker_loop(spec: WorkerSpec) -> None:
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
     ring = Ring(ring_shm.buf, plan.layout, infra.ring_slots)
     weights = SharedWeights(weights_shm.buf, plan.num_params)
-    run_stopped = should_stop_fn(weights, spec.parent_pid)
 
     def beat() -> None:
         ring.set(HEARTBEAT_NS, time.monotonic_ns())
 
     def should_stop() -> bool:
         beat()  # called from every wait loop: a waiting worker is alive too
-        return run_stopped()
+        return weights.run_over()
 
     policy = plan.policy()
     params = np.empty(plan.num_params, np.float32)
