@@ -76,6 +76,23 @@ def test_bad_config_files_are_named(tmp_path, text, words):
         load_config(tmp_path)  # a directory
 
 
+def test_undefined_interpolation_and_non_utf8_files_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="algo.lr"):
+        load_config(None, ["algo.lr=${nope}"])
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("seed: 1 # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)
+
+
+def test_run_dir_that_is_a_file_is_a_config_error(tmp_path):
+    from fastrl.trainer import make_run_dir
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="log.run_dir"):
+        make_run_dir(load_config(None, [f"log.run_dir={tmp_path / 'file'}"]))
+
+
 def test_list_element_override_says_to_give_the_whole_list():
     with pytest.raises(ConfigError, match=r"algo.hidden_sizes=\[32,32\]"):
         load_config(None, ["algo.hidden_sizes.0=32"])
