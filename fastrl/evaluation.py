@@ -10,7 +10,7 @@ import torch
 
 from fastrl.memory.wait import Stopped
 from fastrl.models.policy import ActorCritic
-from fastrl.rollout.envs import EnvGroup
+from fastrl.rollout.envs import make_env_group
 
 
 def evaluate(
@@ -26,7 +26,7 @@ def evaluate(
     raises :class:`~fastrl.memory.wait.Stopped` when true. Returns mean/std/min/max of the
     episode returns and the mean length.
     """
-    envs = EnvGroup(env_id, env_kwargs, seeds)
+    envs = make_env_group(env_id, env_kwargs, seeds)
     obs = envs.reset()
     returns = np.zeros(len(seeds))
     lengths = np.zeros(len(seeds), np.int64)

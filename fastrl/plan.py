@@ -16,7 +16,7 @@ from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import ActorCritic
-from fastrl.rollout.envs import make_env
+from fastrl.rollout.envs import make_env_group
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 
@@ -64,7 +64,7 @@ def resolve_device(requested: str) -> str:
 
 def plan_run(cfg: MainConfig) -> RunPlan:
     """Probe the env's spaces once and derive everything the processes must agree on."""
-    env = make_env(cfg.env.id, dict(cfg.env.kwargs))
+    env = make_env_group(cfg.env.id, dict(cfg.env.kwargs), [cfg.seed])
     obs_space, act_space = env.observation_space, env.action_space
     env.close()
     infra = cfg.infra

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from fastrl.envs import BatchedEnv
 from fastrl.models.policy import ActorCritic
-from fastrl.rollout.envs import EnvGroup
 
 
 class Collector:
@@ -20,13 +20,13 @@ class Collector:
     """
 
     def __init__(
-        self, envs: EnvGroup, policy: ActorCritic, first_env_id: int, total_envs: int,
+        self, envs: BatchedEnv, policy: ActorCritic, first_env_id: int, total_envs: int,
         heartbeat: Callable[[], None] = lambda: None,
     ) -> None:
         self.envs = envs
         self.policy = policy
         self.heartbeat = heartbeat
-        n = len(envs.seeds)
+        n = envs.num_envs
         self.total_envs = total_envs
         self.env_ids = np.arange(first_env_id, first_env_id + n, dtype=np.int32)
         self.obs = envs.reset().copy()

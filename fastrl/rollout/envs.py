@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
 from fastrl.memory.layout import storage_of
 
 
@@ -38,13 +39,25 @@ def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
         raise EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {e}") from e
 
 
+def make_env_group(env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> BatchedEnv:
+    """One env per seed: a built-in batched simulator when ``env_id`` names one
+    (``fastrl/CartPole-v1``), else Gymnasium envs in an :class:`EnvGroup`."""
+    if env_id in BUILTIN_BATCHED:
+        try:
+            return BUILTIN_BATCHED[env_id](seeds, **kwargs)
+        except TypeError as e:
+            raise EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {e}") from e
+    return EnvGroup(env_id, kwargs, seeds)
+
+
 class EnvGroup:
-    """``len(seeds)`` envs of one id, with array-in / array-out ``reset`` and ``step``."""
+    """``len(seeds)`` Gymnasium envs of one id behind the :class:`BatchedEnv` interface."""
 
     def __init__(self, env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> None:
         self.envs = [make_env(env_id, kwargs) for _ in seeds]
         self.env_id = env_id
         self.seeds = seeds
+        self.num_envs = len(seeds)
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")

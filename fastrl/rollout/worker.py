@@ -17,7 +17,7 @@ from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, seed_everything
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvContractError, EnvGroup, env_seeds
+from fastrl.rollout.envs import EnvContractError, env_seeds, make_env_group
 
 
 @dataclass
@@ -52,7 +52,7 @@ def _worker_loop(spec: WorkerSpec) -> None:
     # n env seeds plus one for this process's action sampling, all derived from the run seed
     *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1)
     seed_everything(sampling_seed)
-    envs = EnvGroup(cfg.env.id, dict(cfg.env.kwargs), seeds)
+    envs = make_env_group(cfg.env.id, dict(cfg.env.kwargs), seeds)
     if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
         raise EnvContractError(
             f"env {cfg.env.id!r} made in worker {spec.worker_id} has spaces "

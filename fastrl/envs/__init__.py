@@ -1,0 +1,9 @@
+"""Built-in envs and the batched-env interface that custom simulators implement."""
+
+from fastrl.envs.batched import BatchedEnv
+from fastrl.envs.cartpole import BatchedCartPole
+
+#: Batched simulators selected by ``env.id``; everything else goes to ``gymnasium.make``.
+BUILTIN_BATCHED = {"fastrl/CartPole-v1": BatchedCartPole}
+
+__all__ = ["BUILTIN_BATCHED", "BatchedCartPole", "BatchedEnv"]

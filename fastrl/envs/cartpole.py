@@ -1,0 +1,114 @@
+"""CartPole-v1 as a numba-compiled batched simulator: Gymnasium's dynamics, one call per step.
+
+Same constants, Euler integration, termination bounds, reward (1 on every step, including
+the terminating one) and 500-step truncation as ``gymnasium.make("CartPole-v1")``. The state
+is float64 as in Gymnasium; observations are float32. Resets draw each state component
+uniformly from [-0.05, 0.05) with a per-env splitmix64 stream seeded from the env's seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from gymnasium import spaces
+from numba import njit
+
+GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+TOTAL_MASS = MASSCART + MASSPOLE
+POLEMASS_LENGTH = MASSPOLE * LENGTH
+THETA_THRESHOLD = 12 * 2 * math.pi / 360
+X_THRESHOLD = 2.4
+
+
+@njit(cache=True, nogil=True)
+def _uniform(rng: np.ndarray, i: int) -> float:
+    """Next float in [0, 1) of env ``i``'s splitmix64 stream."""
+    rng[i] += np.uint64(0x9E3779B97F4A7C15)
+    z = rng[i]
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
+def _reset_one(state: np.ndarray, rng: np.ndarray, i: int) -> None:
+    for k in range(4):
+        state[i, k] = -0.05 + 0.1 * _uniform(rng, i)
+
+
+@njit(cache=True, nogil=True)
+def _reset_all(state, rng, steps, obs) -> None:
+    for i in range(state.shape[0]):
+        _reset_one(state, rng, i)
+        steps[i] = 0
+        for k in range(4):
+            obs[i, k] = state[i, k]
+
+
+@njit(cache=True, nogil=True)
+def _step(state, rng, steps, actions, max_steps, obs, reward, terminated, truncated, final):
+    for i in range(state.shape[0]):
+        x, x_dot, theta, theta_dot = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
+        force = FORCE_MAG if actions[i] == 1 else -FORCE_MAG
+        costheta, sintheta = math.cos(theta), math.sin(theta)
+        temp = (force + POLEMASS_LENGTH * theta_dot * theta_dot * sintheta) / TOTAL_MASS
+        thetaacc = (GRAVITY * sintheta - costheta * temp) / (
+            LENGTH * (4.0 / 3.0 - MASSPOLE * costheta * costheta / TOTAL_MASS)
+        )
+        xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS
+        x += TAU * x_dot
+        x_dot += TAU * xacc
+        theta += TAU * theta_dot
+        theta_dot += TAU * thetaacc
+        state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
+        steps[i] += 1
+        term = x < -X_THRESHOLD or x > X_THRESHOLD or theta < -THETA_THRESHOLD \
+            or theta > THETA_THRESHOLD
+        trunc = not term and steps[i] >= max_steps
+        reward[i] = 1.0
+        terminated[i] = term
+        truncated[i] = trunc
+        if term or trunc:
+            for k in range(4):
+                final[i, k] = state[i, k]
+            _reset_one(state, rng, i)
+            steps[i] = 0
+        for k in range(4):
+            obs[i, k] = state[i, k]
+
+
+class BatchedCartPole:
+    """``len(seeds)`` CartPole-v1 envs in one numba kernel (a :class:`BatchedEnv`)."""
+
+    def __init__(self, seeds: list[int], max_episode_steps: int = 500) -> None:
+        high = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], np.float32)
+        self.observation_space = spaces.Box(-high, high, dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.num_envs = n = len(seeds)
+        self.max_episode_steps = max_episode_steps
+        self.seeds = list(seeds)
+        self.state = np.zeros((n, 4), np.float64)
+        self._rng = np.array(seeds, np.uint64)
+        self._steps = np.zeros(n, np.int64)
+        self._obs = np.zeros((n, 4), np.float32)
+        self._final = np.zeros((n, 4), np.float32)
+        self._reward = np.zeros(n, np.float32)
+        self._term = np.zeros(n, np.bool_)
+        self._trunc = np.zeros(n, np.bool_)
+
+    def reset(self) -> np.ndarray:
+        """Reset every env from its seed; returns the first observations ``[n, 4]``."""
+        self._rng[:] = np.array(self.seeds, np.uint64)
+        _reset_all(self.state, self._rng, self._steps, self._obs)
+        return self._obs
+
+    def step(self, actions: np.ndarray):
+        """Step every env; ended episodes reset in the same call (see BatchedEnv)."""
+        _step(self.state, self._rng, self._steps, np.asarray(actions), self.max_episode_steps,
+              self._obs, self._reward, self._term, self._trunc, self._final)
+        return self._obs, self._reward, self._term, self._trunc, self._final
+
+    def close(self) -> None:
+        """Nothing to free."""
