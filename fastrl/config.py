@@ -43,7 +43,10 @@ class EnvConfig:
 class AlgoConfig:
     """PPO hyper-parameters (CleanRL's names and defaults where they exist)."""
 
-    name: str = _f("ppo", "algorithm", choices=("ppo",))
+    name: str = _f("ppo", "algorithm; none: no training, the learner only drains slots "
+                   "(collection throughput)", choices=("ppo", "none"))
+    random_actions: bool = _f(False, "with name=none: workers act uniformly at random "
+                              "instead of running the policy")
     total_steps: int = _f(500_000, "env steps to train for", gt=0)
     target_return: float | None = _f(
         475.0, "stop early once the evaluation mean return reaches this (null: never)"
@@ -223,6 +226,9 @@ def check_values(cfg: MainConfig) -> None:
             f"num_workers*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
             "at least 2 transitions"
         )
+    if cfg.algo.random_actions and cfg.algo.name != "none":
+        raise ConfigError("config key 'algo.random_actions=true' needs algo.name=none "
+                          "(nothing can learn from random actions)")
     if not cfg.algo.hidden_sizes or min(cfg.algo.hidden_sizes) <= 0:
         raise ConfigError(
             f"config key 'algo.hidden_sizes={cfg.algo.hidden_sizes}': "

@@ -47,6 +47,11 @@ class RunPlan:
         w = self.cfg.infra.num_workers
         return {f"{w} rings": w * self.ring_bytes, "weights": self.weights_bytes}
 
+    @property
+    def trains(self) -> bool:
+        """False for ``algo.name=none``: workers never wait for new weights."""
+        return self.cfg.algo.name != "none"
+
     def policy(self) -> ActorCritic:
         """A freshly initialised policy of this run's architecture (on the CPU)."""
         return ActorCritic(self.obs_space, self.act_space, self.cfg.algo.hidden_sizes)

@@ -12,6 +12,7 @@ from fastrl.algos.ppo import PPO, compute_gae
 from fastrl.config import AlgoConfig
 from fastrl.memory.layout import trajectory_layout
 from fastrl.models.policy import ActorCritic
+from fastrl.rollout.actors import policy_actor
 from fastrl.rollout.collector import Collector
 from fastrl.rollout.envs import EnvGroup
 
@@ -56,7 +57,7 @@ def collect(env_kwargs: dict, rollout_len: int, num_envs: int = 1):
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])
     layout = trajectory_layout(envs.observation_space, envs.action_space, rollout_len, num_envs)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
-    Collector(envs, policy, first_env_id=0, total_envs=num_envs).fill(slot, 0, 3)
+    Collector(envs, policy_actor(policy), first_env_id=0, total_envs=num_envs).fill(slot, 0, 3)
     return slot
 
 

@@ -21,6 +21,8 @@ from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, seed_everything
 
+REPORT_EVERY_S = 0.5  # metrics rate of the drain loop
+
 
 class PolicyLagError(RuntimeError):
     """A slot was produced by weights older than ``infra.max_policy_lag`` allows."""
@@ -43,7 +45,8 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     become_child(spec.parent_pid)
     torch.set_num_threads(spec.plan.cfg.infra.learner_threads)
     try:
-        Learner(spec, metrics).train()
+        learner = Learner(spec, metrics)
+        learner.train() if spec.plan.trains else learner.drain()
     except BaseException as e:
         report_crash(spec.error_dir, "learner", e)
         os._exit(1)
@@ -81,7 +84,7 @@ class Learner:
         seed_everything(cfg.seed)
         self.device = torch.device(plan.device)
         self.policy = plan.policy().to(self.device)
-        self.ppo = PPO(self.policy, cfg.algo)
+        self.ppo = PPO(self.policy, cfg.algo) if plan.trains else None
         self._shms = [attach(n) for n in spec.ring_names]
         self.rings = [Ring(s.buf, plan.layout, cfg.infra.ring_slots) for s in self._shms]
         self._weights_shm = attach(spec.weights_name)
@@ -134,6 +137,29 @@ class Learner:
         stats.update(episode_stats(batch), lr=lr, policy_lag=lag,
                      ring_occupancy=occupancy, policy_version=self.version)
         self.metrics.put(("update", self.global_step, stats))
+
+    def drain(self) -> None:
+        """``algo.name=none``: release every slot as soon as it is published and count its
+        steps; nothing is trained, copied or saved (collection throughput)."""
+        steps_per_slot = self.spec.plan.cfg.infra.rollout_len * self.cfg.infra.envs_per_worker
+        self._publish()
+        next_report = time.monotonic()
+        try:
+            while self.global_step < self.cfg.algo.total_steps:
+                wait_until(lambda: any(r.has_ready_slot() for r in self.rings),
+                           self._should_stop)
+                for ring in self.rings:
+                    while ring.has_ready_slot():
+                        ring.release()
+                        self.global_step += steps_per_slot
+                if time.monotonic() >= next_report:
+                    next_report += REPORT_EVERY_S
+                    self.metrics.put(("update", self.global_step, {}))
+        except Stopped:
+            pass
+        finally:
+            self.weights.mark_done()
+        self.metrics.put(("done", self.global_step, {"eval": None}))
 
     def train(self) -> None:
         """Train until ``algo.total_steps``, the target return, or a stop request; then save

@@ -27,7 +27,9 @@ from fastrl.memory.atomics import load_acquire, store_release
 from fastrl.memory.layout import SlotLayout
 
 LINE = 8  # int64 counters per cache line
-WRITE_SEQ, READ_SEQ, HEARTBEAT_NS = (k * LINE for k in range(3))
+# Worker-owned status after WRITE_SEQ / READ_SEQ: heartbeat, and the nanoseconds its slots
+# spent choosing actions, stepping envs, and in all (the per-stage profile of the bench).
+WRITE_SEQ, READ_SEQ, HEARTBEAT_NS, ACT_NS, ENV_NS, FILL_NS = (k * LINE for k in range(6))
 CONTROL_BYTES = 8 * 64  # eight 64-byte lines, one per counter
 
 

@@ -1,31 +1,34 @@
-"""Fill one trajectory slot: policy inference and env steps for ``rollout_len`` steps."""
+"""Fill one trajectory slot: action selection and env steps for ``rollout_len`` steps."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
-import torch
 
 from fastrl.envs import BatchedEnv
-from fastrl.models.policy import ActorCritic
+from fastrl.rollout.actors import Actor
 
 
 class Collector:
-    """Steps an :class:`EnvGroup` with a policy and writes the trajectory schema into slots.
+    """Steps a :class:`BatchedEnv` with an actor and writes the trajectory schema into slots.
 
     ``first_env_id`` is the run-wide id of this group's first env and ``total_envs`` the
     number of envs in the run: together they make ``env_id``, ``episode_id`` and
     ``global_step`` unique across workers. ``heartbeat`` is called after every env step.
+    ``act_ns`` / ``env_ns`` / ``fill_ns`` add up the time spent choosing actions, stepping
+    envs, and filling slots in all (the rest of ``fill_ns`` is writing the slot).
     """
 
     def __init__(
-        self, envs: BatchedEnv, policy: ActorCritic, first_env_id: int, total_envs: int,
+        self, envs: BatchedEnv, act: Actor, first_env_id: int, total_envs: int,
         heartbeat: Callable[[], None] = lambda: None,
     ) -> None:
         self.envs = envs
-        self.policy = policy
+        self.act = act
         self.heartbeat = heartbeat
+        self.act_ns = self.env_ns = self.fill_ns = 0
         n = envs.num_envs
         self.total_envs = total_envs
         self.env_ids = np.arange(first_env_id, first_env_id + n, dtype=np.int32)
@@ -40,20 +43,26 @@ class Collector:
         ``global_step`` of step ``t`` is ``(slot_seq * T + t) * total_envs + env_id``: unique
         per transition, and the run's env-step count when workers advance in lockstep.
         """
+        clock = time.perf_counter_ns
+        t_fill = clock()
         rollout_len = slot["reward"].shape[0]
         for t in range(rollout_len):
-            action, log_prob, value = self.policy.act(torch.from_numpy(self.obs))
-            action = action.numpy()
+            t0 = clock()
+            action, log_prob, value = self.act(self.obs)
+            t1 = clock()
             slot["obs"][t] = self.obs
             slot["action"][t] = action
-            slot["log_prob"][t] = log_prob.numpy()
-            slot["value"][t] = value.numpy()
+            slot["log_prob"][t] = log_prob
+            slot["value"][t] = value
             slot["env_id"][t] = self.env_ids
             slot["episode_id"][t] = self.episodes * self.total_envs + self.env_ids
             slot["policy_version"][t] = policy_version
             slot["global_step"][t] = (slot_seq * rollout_len + t) * self.total_envs + self.env_ids
 
+            t2 = clock()
             obs, reward, terminated, truncated, final_obs = self.envs.step(action)
+            self.env_ns += clock() - t2
+            self.act_ns += t1 - t0
             self.heartbeat()
             slot["reward"][t] = reward
             slot["terminated"][t] = terminated
@@ -71,3 +80,4 @@ class Collector:
                 self.episodes[done] += 1
             self.obs[:] = obs
         slot["bootstrap_obs"][:] = self.obs
+        self.fill_ns += clock() - t_fill

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fastrl.memory.ring import HEARTBEAT_NS, Ring
+from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, HEARTBEAT_NS, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, seed_everything
+from fastrl.rollout.actors import policy_actor, random_actor
 from fastrl.rollout.collector import Collector
 from fastrl.rollout.envs import EnvContractError, env_seeds, make_env_group
 
@@ -72,15 +73,22 @@ def _worker_loop(spec: WorkerSpec) -> None:
 
     policy = plan.policy()
     params = np.empty(plan.num_params, np.float32)
-    collector = Collector(envs, policy, spec.worker_id * n, infra.num_workers * n, beat)
+    if cfg.algo.random_actions:
+        act = random_actor(plan.act_space, n, sampling_seed)
+    else:
+        act = policy_actor(policy)
+    collector = Collector(envs, act, spec.worker_id * n, infra.num_workers * n, beat)
     version = -1
     while True:
         wait_until(ring.has_free_slot, should_stop)
         # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
-        needed = max(0, ring.write_seq - infra.max_policy_lag)
+        needed = max(0, ring.write_seq - infra.max_policy_lag) if plan.trains else 0
         wait_until(lambda n=needed: weights.version(should_stop) >= n, should_stop)
         if weights.version(should_stop) != version:
             version = weights.read_into(params, should_stop)
             load_flat_params(policy, params)
         collector.fill(ring.write_slot(), ring.write_seq, version)
         ring.publish()
+        ring.set(ACT_NS, collector.act_ns)
+        ring.set(ENV_NS, collector.env_ns)
+        ring.set(FILL_NS, collector.fill_ns)
