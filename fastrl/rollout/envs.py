@@ -78,6 +78,18 @@ class EnvGroup:
             )
         out[i] = arr
 
+    def _store_all(self, out: np.ndarray, observations: list) -> None:
+        """``out[:] = observations`` in one conversion; per env (to name the culprit) when
+        a shape is wrong."""
+        try:
+            arr = np.array(observations)
+        except ValueError:  # ragged shapes
+            arr = None
+        if arr is None or arr.shape[1:] != self._obs_shape:
+            for i, obs in enumerate(observations):
+                self._store_obs(out, i, obs)
+        out[:] = arr
+
     def reset(self) -> np.ndarray:
         """Reset every env with its seed; returns the first observations ``[n, *obs]``."""
         for i, (env, seed) in enumerate(zip(self.envs, self.seeds)):
@@ -94,15 +106,26 @@ class EnvGroup:
         the next call.
         """
         if self._box_action:
-            low, high = self.action_space.low, self.action_space.high
-            actions = np.clip(actions, low, high)
-        for i, env in enumerate(self.envs):
-            obs, r, term, trunc, _ = env.step(actions[i])
-            self._reward[i], self._term[i], self._trunc[i] = r, term, trunc
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        else:
+            actions = actions.tolist()  # python scalars: cheaper to index and to step with
+        # Plain lists in the loop, one array write per field after it: the per-env cost
+        # in Python is what bounds collection speed.
+        observations, rewards, terms, truncs = [], [], [], []
+        for env, action in zip(self.envs, actions):
+            obs, r, term, trunc, _ = env.step(action)
             if term or trunc:
+                i = len(observations)
                 self._store_obs(self._final, i, obs)
                 obs, _ = env.reset()
-            self._store_obs(self._obs, i, obs)
+            observations.append(obs)
+            rewards.append(r)
+            terms.append(term)
+            truncs.append(trunc)
+        self._store_all(self._obs, observations)
+        self._reward[:] = rewards
+        self._term[:] = terms
+        self._trunc[:] = truncs
         return self._obs, self._reward, self._term, self._trunc, self._final
 
     def close(self) -> None:
