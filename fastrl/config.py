@@ -87,6 +87,7 @@ class InfraConfig:
         300.0, "a learner silent this long (one update or eval step) is reported hung", gt=0
     )
     learner_threads: int = _f(1, "torch threads of the learner process", gt=0)
+    pin_workers: bool = _f(False, "pin worker i to CPU core i mod cores")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 from fastrl.config import MainConfig
 from fastrl.learner.learner import LearnerSpec, run_learner
 from fastrl.logging.metrics import MetricsLogger
-from fastrl.memory.ring import HEARTBEAT_NS, Ring
+from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, HEARTBEAT_NS, WRITE_SEQ, Ring
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, plan_run
@@ -56,7 +56,9 @@ class Supervisor:
         self.error_dir = str(run_dir / "errors")
         self._ctx = mp.get_context("spawn")  # CUDA, OpenMP and numba threads do not survive fork
         self._signal: int | None = None
+        self._stop_asked = False
         self._forced = False
+        self._rings: list[Ring] = []
         self._procs: dict[str, mp.process.BaseProcess] = {}
         self._started_ns: dict[str, int] = {}
 
@@ -79,6 +81,17 @@ class Supervisor:
         finally:
             for s, handler in old.items():
                 signal.signal(s, handler)
+
+    # --- for embedding programs (any thread) -------------------------------------------------
+    def stop(self) -> None:
+        """Ask the running job to stop gracefully, as a first SIGINT would."""
+        self._stop_asked = True
+
+    def ring_counters(self) -> list[dict[str, int]]:
+        """Per worker: slots published and the ns spent choosing actions, stepping envs and
+        filling slots so far (empty before the rings exist)."""
+        return [{"slots": r.get(WRITE_SEQ), "act_ns": r.get(ACT_NS), "env_ns": r.get(ENV_NS),
+                 "fill_ns": r.get(FILL_NS)} for r in self._rings]
 
     # --- run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -106,8 +119,9 @@ class Supervisor:
                 for i, ring in enumerate(rings):
                     self._start(f"worker {i}", run_worker, WorkerSpec(
                         plan, i, ring.name, weights_shm.name, self.error_dir, parent))
-                controls = [Ring(r.buf, plan.layout, self.cfg.infra.ring_slots) for r in rings]
-                step, final = self._watch(weights, controls, metrics, logger)
+                self._rings = [Ring(r.buf, plan.layout, self.cfg.infra.ring_slots)
+                               for r in rings]
+                step, final = self._watch(weights, self._rings, metrics, logger)
                 grace = GRACEFUL_EXIT_S
             except BaseException:
                 grace = KILL_WAIT_S
@@ -118,6 +132,7 @@ class Supervisor:
                 self._stop_children(grace)
                 metrics.cancel_join_thread()
                 metrics.close()
+                self._rings = []
                 owner.unlink_all()
                 logger.close()
         if self._forced:
@@ -150,7 +165,7 @@ class Supervisor:
             step, final = self._drain(metrics, logger, step, timeout=POLL_S)
             if self._forced:
                 return step, final or {}
-            if self._signal is not None and stop_deadline is None:
+            if (self._signal is not None or self._stop_asked) and stop_deadline is None:
                 weights.request_stop()
                 stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
             if stop_deadline is not None and time.monotonic() > stop_deadline:

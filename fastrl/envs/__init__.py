@@ -1,5 +1,6 @@
 """Built-in envs and the batched-env interface that custom simulators implement."""
 
+from fastrl.envs import heavy  # noqa: F401 - registers fastrl/HeavyCartPole-v1
 from fastrl.envs.batched import BatchedEnv
 from fastrl.envs.cartpole import BatchedCartPole
 

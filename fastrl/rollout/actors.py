@@ -26,26 +26,34 @@ def policy_actor(policy: ActorCritic) -> Actor:
     return act
 
 
+RANDOM_TABLE = 4096  # steps of random actions drawn up front and cycled through
+
+
 def random_actor(space: spaces.Space, num_envs: int, seed: int) -> Actor:
-    """Uniform random actions for ``num_envs`` envs, drawn in one call per step; log_prob
-    and value are zeros (nothing trains on them: ``algo.name=none``)."""
+    """Uniform random actions for ``num_envs`` envs; log_prob and value are zeros (nothing
+    trains on them: ``algo.name=none``). A table of 4096 steps is drawn up front so that the
+    action costs nothing per step, as in the bench's peer loops."""
     rng = np.random.default_rng(seed)
     zeros = np.zeros(num_envs, np.float32)
+    n = RANDOM_TABLE * num_envs
     if isinstance(space, spaces.Discrete):
-        def draw():
-            return space.start + rng.integers(space.n, size=num_envs)
+        table = space.start + rng.integers(space.n, size=n)
     elif isinstance(space, spaces.MultiDiscrete):
-        def draw():
-            return space.start + rng.integers(space.nvec, size=(num_envs, *space.nvec.shape))
+        table = space.start + rng.integers(space.nvec, size=(n, *space.nvec.shape))
     elif isinstance(space, spaces.MultiBinary):
-        def draw():
-            return rng.integers(2, size=(num_envs, *np.atleast_1d(space.n)), dtype=np.int8)
+        table = rng.integers(2, size=(n, *np.atleast_1d(space.n)), dtype=np.int8)
     elif isinstance(space, spaces.Box):
         low = np.where(np.isfinite(space.low), space.low, -1.0)
         high = np.where(np.isfinite(space.high), space.high, 1.0)
-
-        def draw():
-            return rng.uniform(low, high, size=(num_envs, *space.shape)).astype(space.dtype)
+        table = rng.uniform(low, high, size=(n, *space.shape)).astype(space.dtype)
     else:
         raise TypeError(f"no random actions for {space}")
-    return lambda obs: (draw(), zeros, zeros)
+    table = table.reshape(RANDOM_TABLE, num_envs, *table.shape[1:])
+    step = 0
+
+    def act(obs: np.ndarray):
+        nonlocal step
+        step += 1
+        return table[step % RANDOM_TABLE], zeros, zeros
+
+    return act

@@ -55,6 +55,7 @@ class EnvGroup:
 
     def __init__(self, env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> None:
         self.envs = [make_env(env_id, kwargs) for _ in seeds]
+        self._step_fns = [env.step for env in self.envs]
         self.env_id = env_id
         self.seeds = seeds
         self.num_envs = len(seeds)
@@ -109,23 +110,20 @@ class EnvGroup:
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
         else:
             actions = actions.tolist()  # python scalars: cheaper to index and to step with
-        # Plain lists in the loop, one array write per field after it: the per-env cost
-        # in Python is what bounds collection speed.
-        observations, rewards, terms, truncs = [], [], [], []
-        for env, action in zip(self.envs, actions):
-            obs, r, term, trunc, _ = env.step(action)
-            if term or trunc:
-                i = len(observations)
-                self._store_obs(self._final, i, obs)
-                obs, _ = env.reset()
-            observations.append(obs)
-            rewards.append(r)
-            terms.append(term)
-            truncs.append(trunc)
-        self._store_all(self._obs, observations)
+        # The per-env Python cost is what bounds collection speed, so the loop is one list
+        # comprehension over bound methods and every field is written by one array store.
+        results = [step(a) for step, a in zip(self._step_fns, actions)]
+        observations, rewards, terms, truncs, _ = zip(*results)
         self._reward[:] = rewards
         self._term[:] = terms
         self._trunc[:] = truncs
+        ended = np.flatnonzero(self._term | self._trunc)
+        if len(ended):
+            observations = list(observations)
+            for i in ended.tolist():
+                self._store_obs(self._final, i, observations[i])
+                observations[i], _ = self.envs[i].reset()
+        self._store_all(self._obs, observations)
         return self._obs, self._reward, self._term, self._trunc, self._final
 
     def close(self) -> None:

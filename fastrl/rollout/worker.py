@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import psutil
 import torch
 
 from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, HEARTBEAT_NS, Ring
@@ -37,6 +38,9 @@ def run_worker(spec: WorkerSpec) -> None:
     """Process entry point. Exits 0 when the run stops, 1 (after a crash report) on error."""
     become_child(spec.parent_pid)
     torch.set_num_threads(1)
+    if spec.plan.cfg.infra.pin_workers:
+        cores = sorted(os.sched_getaffinity(0))
+        psutil.Process().cpu_affinity([cores[spec.worker_id % len(cores)]])
     try:
         _worker_loop(spec)
     except Stopped:

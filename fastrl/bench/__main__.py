@@ -1,0 +1,148 @@
+"""python -m fastrl.bench: fastrl's throughput next to its peers, measured in one run.
+
+Every figure is a median over --repeats windows of --duration seconds (after --warmup);
+steps per CPU-second sums user+system time of every process of the measured run (this one
+and all it started). Peers that start one process per env (gymnasium AsyncVectorEnv, SB3
+SubprocVecEnv) run with as many envs as fastrl has worker processes, so that both use the
+same number of processes; SyncVectorEnv and EnvPool step the same total envs as fastrl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from functools import partial
+from pathlib import Path
+
+from fastrl.bench import peers
+from fastrl.bench.fastrl_runs import SCENARIOS, run_fastrl
+from fastrl.bench.measure import Result, skipped
+from fastrl.bench.report import plot_scaling, print_table, write_json
+from fastrl.envs.heavy import spin_iters_for
+
+ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") \
+            from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError("every value must be >= 1")
+    return values
+
+
+def _names(allowed: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        names = [v for v in text.split(",") if v]
+        bad = [n for n in names if n not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {', '.join(allowed)}")
+        return names
+    return parse
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The bench's options (see --help)."""
+    p = argparse.ArgumentParser(prog="python -m fastrl.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", type=_names((*SCENARIOS, "replay")), default=["collect"],
+                   help="comma-separated: collect (random actions, env stepping + ring "
+                        "writes), collect-policy (policy forward in the loop), train (PPO end "
+                        "to end), replay (needs prioritized replay). Default: collect")
+    p.add_argument("--env", default="CartPole-v1",
+                   help="env id for every system (fastrl/CartPole-v1 is fastrl's numba "
+                        "batched CartPole; peers then step gymnasium's CartPole-v1)")
+    p.add_argument("--heavy-us", type=float, default=0.0,
+                   help="use fastrl/HeavyCartPole-v1 with this many µs of fixed CPU work per "
+                        "step (0: off)")
+    p.add_argument("--workers", type=_ints, default=[1, os.cpu_count() or 1],
+                   help="comma-separated worker counts (a scaling curve); default 1,<cores>")
+    p.add_argument("--envs-per-worker", type=int, default=16, help="envs per fastrl worker")
+    p.add_argument("--rollout-len", type=int, default=64, help="steps per slot")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds measured per repeat")
+    p.add_argument("--warmup", type=float, default=1.0, help="seconds before measuring")
+    p.add_argument("--repeats", type=int, default=3, help="windows per configuration")
+    p.add_argument("--peers", type=_names(ALL_PEERS), default=list(ALL_PEERS),
+                   help=f"comma-separated baselines to run, from {', '.join(ALL_PEERS)}; "
+                        "empty string for none")
+    p.add_argument("--pin", action="store_true",
+                   help="pin fastrl worker i to core i mod cores (psutil affinity)")
+    p.add_argument("--out", type=Path, default=Path("bench_results"),
+                   help="folder for bench.json and scaling.png")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    return p.parse_args(argv)
+
+
+def median(results: list[Result]) -> Result:
+    """The repeat with the median steps/sec (a whole row, so its figures agree)."""
+    ranked = sorted(results, key=lambda r: r.steps_per_sec)
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every requested measurement, print the table, write JSON and the plot."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    env_id, kwargs = args.env, {}
+    if args.heavy_us:
+        env_id, kwargs = "fastrl/HeavyCartPole-v1", {"spin_iters": spin_iters_for(args.heavy_us)}
+    peer_env = "CartPole-v1" if env_id == "fastrl/CartPole-v1" else env_id
+    window = dict(warmup_s=args.warmup, duration_s=args.duration)
+    extra = ["infra.pin_workers=true"] if args.pin else []
+
+    jobs: list[tuple[str, object]] = []  # (label, zero-argument measurement)
+    for scenario in args.scenario:
+        for w in args.workers:
+            if scenario == "replay":
+                jobs.append(("replay", partial(skipped, "fastrl replay", "replay", w,
+                                               w * args.envs_per_worker,
+                                               "needs prioritized replay (issue 5)")))
+                continue
+            jobs.append((f"fastrl {scenario} w={w}", partial(
+                run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
+                args.rollout_len, extra=extra, **window)))
+    if "raw" in args.peers:
+        jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))
+    for w in args.workers:
+        total = w * args.envs_per_worker
+        if "sync" in args.peers:
+            jobs.append(("sync", partial(peers.gymnasium_sync, peer_env, kwargs, total,
+                                         **window)))
+        if "async" in args.peers:
+            jobs.append(("async", partial(peers.gymnasium_async, peer_env, kwargs, w,
+                                          **window)))
+        if "sb3" in args.peers:
+            jobs.append(("sb3", partial(peers.sb3_subproc, peer_env, kwargs, w, **window)))
+        if "envpool" in args.peers:
+            jobs.append(("envpool", partial(peers.envpool, peer_env, kwargs, total, w,
+                                            **window)))
+
+    repeats: list[list[Result]] = []
+    for label, job in jobs:
+        runs = [job() for _ in range(args.repeats)]
+        if runs[0].note.startswith("skipped"):
+            runs = runs[:1]
+        print(f"{label}: " + ", ".join(f"{r.steps_per_sec:,.0f}" for r in runs) + " steps/s",
+              file=sys.stderr)
+        repeats.append(runs)
+    results = [median(rs) for rs in repeats]
+    raw = next((r.steps_per_sec for r in results if r.system == "raw loop"), None)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    print_table(results, raw)
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    write_json(args.out / "bench.json", options, results, repeats)
+    print(f"wrote {args.out / 'bench.json'}")
+    if not args.no_plot:
+        if plot_scaling(args.out / "scaling.png", results, raw):
+            print(f"wrote {args.out / 'scaling.png'}")
+        else:
+            print("no plot: matplotlib is not installed (pip install -e '.[bench]')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The baselines, each stepped with precomputed random actions in this process (and the
+subprocesses it starts): the raw loop, Gymnasium's vector envs, SB3 and EnvPool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from fastrl.bench.measure import Result, skipped, snapshot, summarize
+from fastrl.rollout.envs import make_env
+
+CHUNK = 256  # steps between clock checks
+
+
+def _window(step_chunk: Callable[[], int], warmup_s: float, duration_s: float):
+    """Run ``step_chunk`` (returns env steps done) through warm-up, then a measured window."""
+    end = time.monotonic() + warmup_s
+    steps = 0
+    while time.monotonic() < end:
+        steps += step_chunk()
+    start = snapshot(steps)
+    end = start.t + duration_s
+    while time.monotonic() < end:
+        steps += step_chunk()
+    return start, snapshot(steps)
+
+
+def _random_actions(space, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """4096 batches of random actions, so that drawing them costs nothing in the loop."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(space.n, size=(4096, *shape)) if hasattr(space, "n") else \
+        rng.uniform(space.low, space.high, size=(4096, *shape, *space.shape)).astype(space.dtype)
+
+
+def raw_loop(env_id: str, kwargs: dict[str, Any], warmup_s: float, duration_s: float) -> Result:
+    """(a) The raw limit: one env, a tight Python loop, manual reset, no framework."""
+    env = make_env(env_id, kwargs)
+    env.reset(seed=0)
+    actions = _random_actions(env.action_space, ()).tolist()
+    i = 0
+
+    def chunk() -> int:
+        nonlocal i
+        for _ in range(CHUNK):
+            _, _, term, trunc, _ = env.step(actions[i & 4095])
+            i += 1
+            if term or trunc:
+                env.reset()
+        return CHUNK
+
+    start, end = _window(chunk, warmup_s, duration_s)
+    env.close()
+    return summarize("raw loop", "collect", 1, 1, start, end)
+
+
+def _vector(name: str, make_vec: Callable[[], Any], workers: int, num_envs: int,
+            warmup_s: float, duration_s: float) -> Result:
+    vec = make_vec()
+    try:
+        vec.reset()
+        space = getattr(vec, "single_action_space", None) or vec.action_space
+        actions = _random_actions(space, (num_envs,))
+        i = 0
+
+        def chunk() -> int:
+            nonlocal i
+            for _ in range(CHUNK // num_envs or 1):
+                vec.step(actions[i & 4095])
+                i += 1
+            return (CHUNK // num_envs or 1) * num_envs
+
+        start, end = _window(chunk, warmup_s, duration_s)
+    finally:
+        vec.close()
+    return summarize(name, "collect", workers, num_envs, start, end)
+
+
+def gymnasium_sync(env_id, kwargs, num_envs, warmup_s, duration_s) -> Result:
+    """(b) gymnasium SyncVectorEnv: every env in this one process."""
+    import gymnasium as gym
+
+    fns = [partial(make_env, env_id, kwargs)] * num_envs
+    return _vector("gymnasium SyncVectorEnv", lambda: gym.vector.SyncVectorEnv(fns), 1,
+                   num_envs, warmup_s, duration_s)
+
+
+def gymnasium_async(env_id, kwargs, num_envs, warmup_s, duration_s) -> Result:
+    """(b) gymnasium AsyncVectorEnv(shared_memory=True): one process per env."""
+    import gymnasium as gym
+
+    fns = [partial(make_env, env_id, kwargs)] * num_envs
+    return _vector("gymnasium AsyncVectorEnv",
+                   lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), num_envs,
+                   num_envs, warmup_s, duration_s)
+
+
+def sb3_subproc(env_id, kwargs, num_envs, warmup_s, duration_s) -> Result:
+    """(c) Stable-Baselines3 SubprocVecEnv: one process per env."""
+    try:
+        from stable_baselines3.common.vec_env import SubprocVecEnv
+    except ImportError:
+        return skipped("SB3 SubprocVecEnv", "collect", num_envs, num_envs,
+                       "stable-baselines3 not installed (pip install -e '.[bench]')")
+    fns = [partial(make_env, env_id, kwargs)] * num_envs
+    return _vector("SB3 SubprocVecEnv", lambda: SubprocVecEnv(fns), num_envs, num_envs,
+                   warmup_s, duration_s)
+
+
+def envpool(env_id, kwargs, num_envs, workers, warmup_s, duration_s) -> Result:
+    """(c) EnvPool (C++ threads): ``num_envs`` envs on ``workers`` threads."""
+    try:
+        import envpool as ep
+    except ImportError:
+        return skipped("EnvPool", "collect", workers, num_envs,
+                       "envpool not installed (pip install -e '.[bench]')")
+    if env_id not in ep.list_all_envs():
+        return skipped("EnvPool", "collect", workers, num_envs, f"EnvPool has no {env_id}")
+    return _vector("EnvPool", lambda: ep.make_gymnasium(
+        env_id, num_envs=num_envs, num_threads=workers, **kwargs), workers, num_envs,
+        warmup_s, duration_s)

@@ -1,0 +1,105 @@
+"""The bench's outputs: a console table, a JSON file of every figure, a PNG scaling plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+from fastrl.bench.measure import Result
+
+VERSIONED = ("fastrl", "numpy", "torch", "gymnasium", "numba", "stable-baselines3", "envpool")
+
+
+def machine_facts() -> dict:
+    """CPU model, cores, Python and package versions, git SHA of the checkout."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = {}
+    for name in VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        sha = None
+    return {"cpu_model": model, "logical_cores": psutil.cpu_count(),
+            "physical_cores": psutil.cpu_count(logical=False),
+            "usable_cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+            "platform": platform.platform(), "versions": versions, "git_sha": sha}
+
+
+def table(results: list[Result], raw_rate: float | None) -> Table:
+    """Medians of the repeats, one row per system and configuration."""
+    t = Table(title="fastrl bench (medians of repeats)")
+    for col in ("system", "procs", "envs", "steps/s", "steps/CPU-s", "cores", "× raw",
+                "act/env/write", "note"):
+        t.add_column(col, justify="left" if col in ("system", "note") else "right")
+    for r in results:
+        share = "/".join(f"{100 * r.stage_share[k]:.0f}%" for k in ("act", "env", "write")) \
+            if r.stage_share else ""
+        ratio = f"{r.steps_per_sec / raw_rate:.2f}" if raw_rate and r.steps else ""
+        t.add_row(r.system, str(r.workers), str(r.envs), f"{r.steps_per_sec:,.0f}",
+                  f"{r.steps_per_cpu_s:,.0f}", f"{r.cores_used:.2f}", ratio, share, r.note)
+    return t
+
+
+def write_json(path: Path, args: dict, results: list[Result], repeats: list[list[Result]]):
+    """Every raw repeat and the medians, with the machine facts and the options used."""
+    doc = {"machine": machine_facts(), "options": args,
+           "medians": [r.as_dict() for r in results],
+           "repeats": [[r.as_dict() for r in rs] for rs in repeats]}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def plot_scaling(path: Path, results: list[Result], raw_rate: float | None) -> bool:
+    """steps/s against worker processes, one line per system, with the ideal line
+    (workers × the raw single-env loop). False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    systems: dict[str, list[Result]] = {}
+    for r in results:
+        if r.steps and r.system != "raw loop":
+            systems.setdefault(r.system, []).append(r)
+    for name, rows in systems.items():
+        rows.sort(key=lambda r: r.workers)
+        ax.plot([r.workers for r in rows], [r.steps_per_sec for r in rows], "o-", label=name)
+    workers = sorted({r.workers for r in results if r.steps})
+    if raw_rate and workers:
+        ax.plot(workers, [w * raw_rate for w in workers], "k--", label="ideal: procs × raw loop")
+    ax.set_xlabel("processes stepping envs")
+    ax.set_ylabel("env steps / s")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def print_table(results: list[Result], raw_rate: float | None) -> None:
+    """The table on the console."""
+    Console(width=max(Console().width, 150)).print(table(results, raw_rate))

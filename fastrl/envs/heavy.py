@@ -1,0 +1,51 @@
+"""CartPole with a fixed amount of extra CPU work per step: an env where stepping dominates.
+
+``spin_iters`` iterations of an integer hash are done on every step, so the cost is the same
+work in every process (not a wall-clock sleep); :func:`spin_iters_for` converts a target
+cost in microseconds into iterations on this machine.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def spin(iters: int) -> int:
+    """Deterministic CPU work the compiler cannot remove (the result is returned)."""
+    h = 0x9E3779B9
+    for i in range(iters):
+        h = (h * 1103515245 + i) & 0xFFFFFFFF
+    return h
+
+
+def spin_iters_for(micros: float) -> int:
+    """Iterations of :func:`spin` that take about ``micros`` µs here (median of 5)."""
+    spin(10)
+    probe = 200_000
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        spin(probe)
+        times.append(time.perf_counter() - t0)
+    per_iter = sorted(times)[2] / probe
+    return max(1, round(micros * 1e-6 / per_iter))
+
+
+class HeavyCartPole(CartPoleEnv):
+    """CartPole-v1 dynamics plus ``spin_iters`` of work per step."""
+
+    def __init__(self, spin_iters: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.spin_iters = spin_iters
+
+    def step(self, action):
+        spin(self.spin_iters)
+        return super().step(action)
+
+
+gym.register("fastrl/HeavyCartPole-v1", entry_point=HeavyCartPole, max_episode_steps=500)
