@@ -40,7 +40,8 @@ def raw_loop(env_id: str, kwargs: dict[str, Any], warmup_s: float, duration_s: f
     """(a) The raw limit: one env, a tight Python loop, manual reset, no framework."""
     env = make_env(env_id, kwargs)
     env.reset(seed=0)
-    actions = _random_actions(env.action_space, ()).tolist()
+    # numpy scalars in a list: the cheapest to index here and to check in Discrete.contains
+    actions = list(_random_actions(env.action_space, ()))
     i = 0
 
     def chunk() -> int:

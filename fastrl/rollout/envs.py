@@ -108,8 +108,8 @@ class EnvGroup:
         """
         if self._box_action:
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
-        else:
-            actions = actions.tolist()  # python scalars: cheaper to index and to step with
+        # Iterating the array hands each env a numpy scalar, which Gymnasium's
+        # Discrete.contains checks faster than a Python int.
         # The per-env Python cost is what bounds collection speed, so the loop is one list
         # comprehension over bound methods and every field is written by one array store.
         results = [step(a) for step, a in zip(self._step_fns, actions)]
