@@ -19,6 +19,7 @@ from fastrl.bench import peers
 from fastrl.bench.fastrl_runs import SCENARIOS, run_fastrl
 from fastrl.bench.measure import Result, skipped
 from fastrl.bench.report import plot_scaling, print_table, write_json
+from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
@@ -53,9 +54,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="comma-separated: collect (random actions, env stepping + ring "
                         "writes), collect-policy (policy forward in the loop), train (PPO end "
                         "to end), replay (needs prioritized replay). Default: collect")
-    p.add_argument("--env", default="CartPole-v1",
-                   help="env id for every system (fastrl/CartPole-v1 is fastrl's numba "
-                        "batched CartPole; peers then step gymnasium's CartPole-v1)")
+    p.add_argument("--env", type=lambda t: [v for v in t.split(",") if v],
+                   default=["CartPole-v1"],
+                   help="comma-separated env ids fastrl runs (fastrl/CartPole-v1 is fastrl's "
+                        "numba batched CartPole); peers step the first Gymnasium id of the "
+                        "list (CartPole-v1 for fastrl/CartPole-v1). Default: CartPole-v1")
     p.add_argument("--heavy-us", type=float, default=0.0,
                    help="use fastrl/HeavyCartPole-v1 with this many µs of fixed CPU work per "
                         "step (0: off)")
@@ -86,24 +89,26 @@ def median(results: list[Result]) -> Result:
 def main(argv: list[str] | None = None) -> int:
     """Run every requested measurement, print the table, write JSON and the plot."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    env_id, kwargs = args.env, {}
+    env_ids, kwargs = args.env, {}
     if args.heavy_us:
-        env_id, kwargs = "fastrl/HeavyCartPole-v1", {"spin_iters": spin_iters_for(args.heavy_us)}
-    peer_env = "CartPole-v1" if env_id == "fastrl/CartPole-v1" else env_id
+        env_ids = ["fastrl/HeavyCartPole-v1"]
+        kwargs = {"spin_iters": spin_iters_for(args.heavy_us)}
+    peer_env = next((e for e in env_ids if e not in BUILTIN_BATCHED), "CartPole-v1")
     window = dict(warmup_s=args.warmup, duration_s=args.duration)
     extra = ["infra.pin_workers=true"] if args.pin else []
 
     jobs: list[tuple[str, object]] = []  # (label, zero-argument measurement)
     for scenario in args.scenario:
-        for w in args.workers:
-            if scenario == "replay":
-                jobs.append(("replay", partial(skipped, "fastrl replay", "replay", w,
-                                               w * args.envs_per_worker,
-                                               "needs prioritized replay (issue 5)")))
-                continue
-            jobs.append((f"fastrl {scenario} w={w}", partial(
-                run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
-                args.rollout_len, extra=extra, **window)))
+        for env_id in env_ids:
+            for w in args.workers:
+                if scenario == "replay":
+                    jobs.append(("replay", partial(skipped, "fastrl replay", "replay", w,
+                                                   w * args.envs_per_worker,
+                                                   "needs prioritized replay (issue 5)")))
+                    continue
+                jobs.append((f"fastrl {scenario} {env_id} w={w}", partial(
+                    run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
+                    args.rollout_len, extra=extra, label_env=len(env_ids) > 1, **window)))
     if "raw" in args.peers:
         jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))
     for w in args.workers:

@@ -22,7 +22,7 @@ START_TIMEOUT_S = 120.0
 
 def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
                envs_per_worker: int, rollout_len: int, warmup_s: float, duration_s: float,
-               extra: list[str] = ()) -> Result:
+               extra: list[str] = (), label_env: bool = False) -> Result:
     """Measure one fastrl run: start it, wait until every worker has published a slot and
     ``warmup_s`` more, then measure ``duration_s`` and stop it."""
     with tempfile.TemporaryDirectory(prefix="fastrl-bench-") as tmp:
@@ -67,5 +67,5 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
         thread.join()
         if failure:
             raise failure[0]
-    return summarize(f"fastrl {scenario}", scenario, workers, workers * envs_per_worker,
-                     *window)
+    name = f"fastrl {scenario}" + (f" [{env_id}]" if label_env else "")
+    return summarize(name, scenario, workers, workers * envs_per_worker, *window)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fastrl.bench.measure import Result
@@ -54,8 +55,9 @@ def table(results: list[Result], raw_rate: float | None) -> Table:
         share = "/".join(f"{100 * r.stage_share[k]:.0f}%" for k in ("act", "env", "write")) \
             if r.stage_share else ""
         ratio = f"{r.steps_per_sec / raw_rate:.2f}" if raw_rate and r.steps else ""
-        t.add_row(r.system, str(r.workers), str(r.envs), f"{r.steps_per_sec:,.0f}",
-                  f"{r.steps_per_cpu_s:,.0f}", f"{r.cores_used:.2f}", ratio, share, r.note)
+        t.add_row(escape(r.system), str(r.workers), str(r.envs), f"{r.steps_per_sec:,.0f}",
+                  f"{r.steps_per_cpu_s:,.0f}", f"{r.cores_used:.2f}", ratio, share,
+                  escape(r.note))
     return t
 
 
