@@ -58,6 +58,17 @@ def test_bad_options_are_named(argv, words, capsys):
     assert words in capsys.readouterr().err
 
 
+@pytest.mark.timeout(300)
+def test_a_failing_measurement_is_a_row_not_a_traceback(tmp_path, no_shm_residue):
+    proc = subprocess.run(
+        [sys.executable, "-m", "fastrl.bench", "--env", "NoSuch-v0", "--workers", "1",
+         "--duration", "0.3", "--warmup", "0.1", "--repeats", "1", "--peers", "raw",
+         "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    notes = [r["note"] for r in json.loads((tmp_path / "bench.json").read_text())["medians"]]
+    assert len(notes) == 2 and all(n.startswith("failed: EnvError") for n in notes)
+
+
 @pytest.mark.timeout(600)
 def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_residue):
     proc = subprocess.run(

@@ -17,10 +17,13 @@ from pathlib import Path
 
 from fastrl.bench import peers
 from fastrl.bench.fastrl_runs import SCENARIOS, run_fastrl
-from fastrl.bench.measure import Result, skipped
+from fastrl.bench.measure import Result, failed, skipped
 from fastrl.bench.report import plot_scaling, print_table, write_json
+from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
+from fastrl.rollout.envs import EnvError
+from fastrl.supervisor import ChildFailed
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
 
@@ -34,6 +37,18 @@ def _ints(text: str) -> list[int]:
     if min(values) < 1:
         raise argparse.ArgumentTypeError("every value must be >= 1")
     return values
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
 
 
 def _names(allowed: tuple[str, ...]):
@@ -62,13 +77,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--heavy-us", type=float, default=0.0,
                    help="use fastrl/HeavyCartPole-v1 with this many µs of fixed CPU work per "
                         "step (0: off)")
-    p.add_argument("--workers", type=_ints, default=[1, os.cpu_count() or 1],
-                   help="comma-separated worker counts (a scaling curve); default 1,<cores>")
-    p.add_argument("--envs-per-worker", type=int, default=16, help="envs per fastrl worker")
-    p.add_argument("--rollout-len", type=int, default=64, help="steps per slot")
-    p.add_argument("--duration", type=float, default=5.0, help="seconds measured per repeat")
-    p.add_argument("--warmup", type=float, default=1.0, help="seconds before measuring")
-    p.add_argument("--repeats", type=int, default=3, help="windows per configuration")
+    cores = len(os.sched_getaffinity(0))
+    p.add_argument("--workers", type=_ints, default=sorted({1, cores}),
+                   help=f"comma-separated worker counts (a scaling curve); default 1,{cores} "
+                        "(the cores this process may use)")
+    p.add_argument("--envs-per-worker", type=_positive(int), default=64,
+                   help="envs per fastrl worker (default 64)")
+    p.add_argument("--rollout-len", type=_positive(int), default=64,
+                   help="steps per slot (default 64)")
+    p.add_argument("--duration", type=_positive(float), default=5.0,
+                   help="seconds measured per repeat (default 5)")
+    p.add_argument("--warmup", type=_positive(float), default=1.0,
+                   help="seconds before measuring (default 1)")
+    p.add_argument("--repeats", type=_positive(int), default=3,
+                   help="windows per configuration; the median is reported (default 3)")
     p.add_argument("--peers", type=_names(ALL_PEERS), default=list(ALL_PEERS),
                    help=f"comma-separated baselines to run, from {', '.join(ALL_PEERS)}; "
                         "empty string for none")
@@ -108,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 jobs.append((f"fastrl {scenario} {env_id} w={w}", partial(
                     run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
-                    args.rollout_len, extra=extra, label_env=len(env_ids) > 1, **window)))
+                    args.rollout_len, extra=extra, label_env=env_id != peer_env, **window)))
     if "raw" in args.peers:
         jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))
     for w in args.workers:
@@ -126,12 +148,16 @@ def main(argv: list[str] | None = None) -> int:
                                             **window)))
 
     repeats: list[list[Result]] = []
+    interrupted = False
     for label, job in jobs:
-        runs = [job() for _ in range(args.repeats)]
-        if runs[0].note.startswith("skipped"):
-            runs = runs[:1]
-        print(f"{label}: " + ", ".join(f"{r.steps_per_sec:,.0f}" for r in runs) + " steps/s",
-              file=sys.stderr)
+        try:
+            runs = run_repeats(job, args.repeats)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("interrupted: reporting what was measured so far", file=sys.stderr)
+            break
+        print(f"{label}: " + ", ".join(f"{r.steps_per_sec:,.0f}" for r in runs) + " steps/s"
+              + (f" ({runs[0].note})" if runs[0].note else ""), file=sys.stderr)
         repeats.append(runs)
     results = [median(rs) for rs in repeats]
     raw = next((r.steps_per_sec for r in results if r.system == "raw loop"), None)
@@ -145,8 +171,25 @@ def main(argv: list[str] | None = None) -> int:
         if plot_scaling(args.out / "scaling.png", results, raw):
             print(f"wrote {args.out / 'scaling.png'}")
         else:
-            print("no plot: matplotlib is not installed (pip install -e '.[bench]')")
-    return 0
+            print("no plot: nothing measured, or matplotlib is not installed "
+                  "(pip install -e '.[bench]')")
+    return 130 if interrupted else 0
+
+
+def run_repeats(job, repeats: int) -> list[Result]:
+    """``repeats`` measurements (one for a skipped peer); a failure becomes a row that says
+    what went wrong instead of ending the whole bench."""
+    runs = []
+    for _ in range(repeats):
+        try:
+            r = job()
+        except (ConfigError, EnvError, ChildFailed, TimeoutError, RuntimeError, OSError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            r = failed(job, f"failed: {type(e).__name__}: {first}")
+        runs.append(r)
+        if r.note:
+            break
+    return runs
 
 
 if __name__ == "__main__":

@@ -44,17 +44,28 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
             stages = {k: sum(c[k] for c in counters) for k in ("act_ns", "env_ns", "fill_ns")}
             return sum(c["slots"] for c in counters) * steps_per_slot, stages
 
+        run_over = threading.Event()
+
+        def started() -> bool:
+            counters = sup.ring_counters()
+            return bool(counters) and all(c["slots"] for c in counters)
+
         def measure() -> None:
+            # Waits are on run_over, so that a run that ends early (a signal, a crash) ends
+            # the measurement too instead of leaving this thread sleeping.
             try:
                 deadline = time.monotonic() + START_TIMEOUT_S
-                while not (sup.ring_counters() and
-                           all(c["slots"] for c in sup.ring_counters())):
+                while not started():
+                    if run_over.wait(0.05):
+                        return
                     if time.monotonic() > deadline:
-                        raise TimeoutError("fastrl workers did not start")
-                    time.sleep(0.05)
-                time.sleep(warmup_s)
+                        raise TimeoutError(f"fastrl workers did not start within "
+                                           f"{START_TIMEOUT_S:.0f} s")
+                if run_over.wait(warmup_s):
+                    return
                 window.append(snapshot(*state()))
-                time.sleep(duration_s)
+                if run_over.wait(duration_s):
+                    return
                 window.append(snapshot(*state()))
             except BaseException as e:  # re-raised in the caller's thread
                 failure.append(e)
@@ -63,9 +74,16 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
 
         thread = threading.Thread(target=measure, daemon=True)
         thread.start()
-        sup.run()
-        thread.join()
+        try:
+            result = sup.run()
+        finally:
+            run_over.set()
+            thread.join(10)
         if failure:
             raise failure[0]
+        if result.stopped_by_signal:
+            raise KeyboardInterrupt
+        if len(window) != 2:
+            raise RuntimeError("the fastrl run ended before its measurement window did")
     name = f"fastrl {scenario}" + (f" [{env_id}]" if label_env else "")
     return summarize(name, scenario, workers, workers * envs_per_worker, *window)

@@ -88,3 +88,9 @@ def skipped(system: str, scenario: str, workers: int, envs: int, why: str) -> Re
     """A row for a peer or scenario that could not run here, with the reason."""
     return Result(system, scenario, workers, envs, 0, 0.0, 0.0, 0.0, 0.0, 0.0, {},
                   f"skipped: {why}")
+
+
+def failed(job, note: str) -> Result:
+    """A row for a measurement that raised; ``job`` is the ``functools.partial`` that ran."""
+    name = getattr(job, "func", job).__name__
+    return Result(name, "", 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, {}, note)

@@ -72,7 +72,10 @@ def write_json(path: Path, args: dict, results: list[Result], repeats: list[list
 
 def plot_scaling(path: Path, results: list[Result], raw_rate: float | None) -> bool:
     """steps/s against worker processes, one line per system, with the ideal line
-    (workers × the raw single-env loop). False when matplotlib is not installed."""
+    (workers × the raw single-env loop). False when matplotlib is not installed or nothing
+    was measured."""
+    if not any(r.steps for r in results):
+        return False
     try:
         import matplotlib
 

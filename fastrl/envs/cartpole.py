@@ -66,7 +66,7 @@ def _step(state, rng, steps, actions, max_steps, obs, reward, terminated, trunca
         steps[i] += 1
         term = x < -X_THRESHOLD or x > X_THRESHOLD or theta < -THETA_THRESHOLD \
             or theta > THETA_THRESHOLD
-        trunc = not term and steps[i] >= max_steps
+        trunc = steps[i] >= max_steps  # as gymnasium's TimeLimit: both flags can be set
         reward[i] = 1.0
         terminated[i] = term
         truncated[i] = trunc
@@ -106,7 +106,11 @@ class BatchedCartPole:
 
     def step(self, actions: np.ndarray):
         """Step every env; ended episodes reset in the same call (see BatchedEnv)."""
-        _step(self.state, self._rng, self._steps, np.asarray(actions), self.max_episode_steps,
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,) or actions.min() < 0 or actions.max() > 1:
+            raise ValueError(f"BatchedCartPole takes {self.num_envs} actions in {{0, 1}}, got "
+                             f"shape {actions.shape} values {np.unique(actions)[:5]}")
+        _step(self.state, self._rng, self._steps, actions, self.max_episode_steps,
               self._obs, self._reward, self._term, self._trunc, self._final)
         return self._obs, self._reward, self._term, self._trunc, self._final
 

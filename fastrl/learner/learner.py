@@ -141,11 +141,13 @@ class Learner:
     def drain(self) -> None:
         """``algo.name=none``: release every slot as soon as it is published and count its
         steps; nothing is trained, copied or saved (collection throughput)."""
-        steps_per_slot = self.spec.plan.cfg.infra.rollout_len * self.cfg.infra.envs_per_worker
+        steps_per_slot = self.cfg.infra.rollout_len * self.cfg.infra.envs_per_worker
         self._publish()
         next_report = time.monotonic()
         try:
             while self.global_step < self.cfg.algo.total_steps:
+                if self._should_stop():  # fast workers may never let the wait below sleep
+                    raise Stopped
                 wait_until(lambda: any(r.has_ready_slot() for r in self.rings),
                            self._should_stop)
                 for ring in self.rings:
@@ -153,7 +155,7 @@ class Learner:
                         ring.release()
                         self.global_step += steps_per_slot
                 if time.monotonic() >= next_report:
-                    next_report += REPORT_EVERY_S
+                    next_report = time.monotonic() + REPORT_EVERY_S
                     self.metrics.put(("update", self.global_step, {}))
         except Stopped:
             pass

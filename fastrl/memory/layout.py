@@ -77,9 +77,9 @@ def trajectory_layout(
 
     Per step and env: obs, action, reward, terminated, truncated, log_prob, value, env_id,
     episode_id, policy_version, global_step, plus final_obs (the real last observation of an
-    episode that was truncated at that step; zeros elsewhere) and episode_return/length
-    (valid where the episode ended). Per env: bootstrap_obs, the observation after the last
-    step.
+    episode that was truncated at that step; stale bytes elsewhere) and episode_return/length
+    (running totals; the episode's return and length where it ended). Per env:
+    bootstrap_obs, the observation after the last step.
     """
     obs_shape, obs_dtype = storage_of(obs_space, "observation")
     act_shape, act_dtype = storage_of(act_space, "action")

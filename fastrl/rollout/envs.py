@@ -89,6 +89,7 @@ class EnvGroup:
         if arr is None or arr.shape[1:] != self._obs_shape:
             for i, obs in enumerate(observations):
                 self._store_obs(out, i, obs)
+            return
         out[:] = arr
 
     def reset(self) -> np.ndarray:

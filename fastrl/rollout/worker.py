@@ -84,6 +84,8 @@ def _worker_loop(spec: WorkerSpec) -> None:
     collector = Collector(envs, act, spec.worker_id * n, infra.num_workers * n, beat)
     version = -1
     while True:
+        if should_stop():  # checked once per slot too: a drained ring never makes us wait
+            raise Stopped
         wait_until(ring.has_free_slot, should_stop)
         # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
         needed = max(0, ring.write_seq - infra.max_policy_lag) if plan.trains else 0
