@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fastrl.bench.measure import Result, skipped, snapshot, summarize
+from fastrl.rollout.actors import RANDOM_TABLE, random_actor
 from fastrl.rollout.envs import make_env
 
 CHUNK = 256  # steps between clock checks
@@ -29,11 +30,11 @@ def _window(step_chunk: Callable[[], int], warmup_s: float, duration_s: float):
     return start, snapshot(steps)
 
 
-def _random_actions(space, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
-    """4096 batches of random actions, so that drawing them costs nothing in the loop."""
-    rng = np.random.default_rng(seed)
-    return rng.integers(space.n, size=(4096, *shape)) if hasattr(space, "n") else \
-        rng.uniform(space.low, space.high, size=(4096, *shape, *space.shape)).astype(space.dtype)
+def _random_actions(space, num_envs: int) -> np.ndarray:
+    """``[4096, num_envs, ...]`` random actions, drawn up front exactly as fastrl's random
+    actor draws them, so that choosing an action costs nothing in the loop."""
+    act = random_actor(space, num_envs, seed=0)
+    return np.stack([act(None)[0] for _ in range(RANDOM_TABLE)])
 
 
 def raw_loop(env_id: str, kwargs: dict[str, Any], warmup_s: float, duration_s: float) -> Result:
@@ -41,7 +42,7 @@ def raw_loop(env_id: str, kwargs: dict[str, Any], warmup_s: float, duration_s: f
     env = make_env(env_id, kwargs)
     env.reset(seed=0)
     # numpy scalars in a list: the cheapest to index here and to check in Discrete.contains
-    actions = list(_random_actions(env.action_space, ()))
+    actions = list(_random_actions(env.action_space, 1)[:, 0])
     i = 0
 
     def chunk() -> int:
@@ -64,7 +65,7 @@ def _vector(name: str, make_vec: Callable[[], Any], workers: int, num_envs: int,
     try:
         vec.reset()
         space = getattr(vec, "single_action_space", None) or vec.action_space
-        actions = _random_actions(space, (num_envs,))
+        actions = _random_actions(space, num_envs)
         i = 0
 
         def chunk() -> int:
