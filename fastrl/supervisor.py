@@ -121,7 +121,7 @@ class Supervisor:
                         plan, i, ring.name, weights_shm.name, self.error_dir, parent))
                 self._rings = [Ring(r.buf, plan.layout, self.cfg.infra.ring_slots)
                                for r in rings]
-                step, final = self._watch(weights, self._rings, metrics, logger)
+                step, final = self._watch(weights, metrics, logger)
                 grace = GRACEFUL_EXIT_S
             except BaseException:
                 grace = KILL_WAIT_S
@@ -155,8 +155,7 @@ class Supervisor:
         self._procs[name] = proc
         self._started_ns[name] = time.monotonic_ns()
 
-    def _watch(self, weights: SharedWeights, controls: list[Ring], metrics,
-               logger: MetricsLogger):
+    def _watch(self, weights: SharedWeights, metrics, logger: MetricsLogger):
         """Forward metrics until the learner reports its result; raise :class:`ChildFailed`
         when a child crashes, hangs, or the run does not stop when asked."""
         step, final = 0, None
@@ -172,11 +171,12 @@ class Supervisor:
                 raise ChildFailed(f"the learner did not stop within {GRACEFUL_EXIT_S:.0f} s "
                                   "of the stop request; all processes were terminated")
             if final is None:
-                final = self._check_children(weights, controls, metrics, logger, step)
+                step, final = self._check_children(weights, metrics, logger, step)
         return step, final
 
-    def _check_children(self, weights, controls, metrics, logger, step):
-        """The learner's result once it exited cleanly; raise on a crashed or hung child."""
+    def _check_children(self, weights, metrics, logger, step):
+        """``(step, result)``: the learner's result once it exited cleanly (None before);
+        raise on a crashed or hung child."""
         for name, proc in self._procs.items():
             code = proc.exitcode
             if code is None:
@@ -184,7 +184,7 @@ class Supervisor:
                     self._check_heartbeat(name, proc, weights.last_beat(),
                                           self.cfg.infra.learner_timeout_s, "learner_timeout_s")
                 else:
-                    beat = controls[int(name.split()[1])].get(HEARTBEAT_NS)
+                    beat = self._rings[int(name.split()[1])].get(HEARTBEAT_NS)
                     self._check_heartbeat(name, proc, beat, self.cfg.infra.worker_timeout_s,
                                           "worker_timeout_s")
                 continue
@@ -196,10 +196,10 @@ class Supervisor:
                 while time.monotonic() < deadline:
                     step, final = self._drain(metrics, logger, step, timeout=POLL_S)
                     if final is not None:
-                        return final
+                        return step, final
                 raise ChildFailed("the learner exited without reporting its result")
             raise ChildFailed(self._describe_exit(name, proc))
-        return None
+        return step, None
 
     def _check_heartbeat(self, name: str, proc, beat_ns: int, timeout_s: float,
                          key: str) -> None:

@@ -36,7 +36,12 @@ def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     try:
         return gym.make(env_id, **kwargs)
     except (gym.error.Error, ImportError, TypeError) as e:
-        raise EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {e}") from e
+        raise cannot_make(env_id, kwargs, e) from e
+
+
+def cannot_make(env_id: str, kwargs: dict[str, Any], cause: Exception) -> EnvError:
+    """The error for an env that could not be constructed, naming the id and kwargs."""
+    return EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {cause}")
 
 
 def make_env_group(env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> BatchedEnv:
@@ -46,7 +51,7 @@ def make_env_group(env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> Bat
         try:
             return BUILTIN_BATCHED[env_id](seeds, **kwargs)
         except TypeError as e:
-            raise EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {e}") from e
+            raise cannot_make(env_id, kwargs, e) from e
     return EnvGroup(env_id, kwargs, seeds)
 
 
