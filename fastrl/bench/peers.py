@@ -67,13 +67,14 @@ def _vector(name: str, make_vec: Callable[[], Any], workers: int, num_envs: int,
         space = getattr(vec, "single_action_space", None) or vec.action_space
         actions = _random_actions(space, num_envs)
         i = 0
+        calls = max(1, CHUNK // num_envs)
 
         def chunk() -> int:
             nonlocal i
-            for _ in range(CHUNK // num_envs or 1):
+            for _ in range(calls):
                 vec.step(actions[i & 4095])
                 i += 1
-            return (CHUNK // num_envs or 1) * num_envs
+            return calls * num_envs
 
         start, end = _window(chunk, warmup_s, duration_s)
     finally:
