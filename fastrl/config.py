@@ -81,7 +81,14 @@ class InfraConfig:
     device: str = _f("auto", "learner device: auto picks cuda when available", choices=(
         "auto", "cpu", "cuda"))
     worker_timeout_s: float = _f(
-        60.0, "a worker silent this long (neither stepping nor waiting) is reported hung", gt=0
+        60.0, "a worker silent this long (neither stepping nor waiting) is restarted", gt=0
+    )
+    max_restarts: int = _f(
+        3, "worker restarts allowed within restart_window_s; one more stops the run", ge=0
+    )
+    restart_window_s: float = _f(300.0, "window over which worker restarts are counted", gt=0)
+    check_slots: bool = _f(
+        False, "workers stamp every slot with a CRC32 that the learner verifies (torn data)"
     )
     learner_timeout_s: float = _f(
         300.0, "a learner silent this long (one update or eval step) is reported hung", gt=0
@@ -104,6 +111,8 @@ class LogConfig:
     eval_max_steps: int = _f(
         100_000, "step cap of an evaluation episode (for envs without a TimeLimit)", gt=0
     )
+    checkpoint_every_steps: int = _f(20_000, "env steps between checkpoints", gt=0)
+    keep_checkpoints: int = _f(3, "newest checkpoints kept in RUN_DIR/checkpoints", gt=0)
 
 
 @dataclass
@@ -256,6 +265,19 @@ def _bound_problem(value: Any, meta: Any) -> str | None:
 def to_yaml(cfg: MainConfig) -> str:
     """The resolved config as YAML, the form saved in the run directory."""
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def config_changes(before: MainConfig, after: MainConfig) -> list[str]:
+    """``key: old -> new`` for every leaf whose value differs between two configs."""
+    def flat(node: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(node, dict) and node:
+            return {k: v for key, sub in node.items() for k, v in flat(sub, f"{prefix}{key}.")
+                    .items()}
+        return {prefix[:-1]: node}
+
+    a, b = (flat(OmegaConf.to_container(OmegaConf.structured(c))) for c in (before, after))
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)]
 
 
 def config_hash(cfg: MainConfig) -> str:

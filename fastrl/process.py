@@ -43,18 +43,47 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def report_crash(error_dir: str, who: str, exc: BaseException) -> None:
-    """Write what the supervisor will show of ``exc``: the message alone for the errors
-    fastrl words itself (bad env), the full traceback for anything else."""
-    path = Path(error_dir) / f"{who.replace(' ', '-')}.txt"
+def rng_state() -> dict:
+    """This process's python, numpy, torch (and CUDA) RNG states, as plain containers and
+    tensors (``torch.load(weights_only=True)`` reads them back)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": (name, keys.tolist(), pos, has_gauss, gauss),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore what :func:`rng_state` returned."""
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, np.array(keys, np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def crash_report_path(run_dir: str | Path, who: str) -> Path:
+    """Where child ``who`` ('learner', 'worker 3') leaves the report of its crash."""
+    return Path(run_dir) / "errors" / f"{who.replace(' ', '-')}.txt"
+
+
+def report_crash(run_dir: str, who: str, exc: BaseException, context: str = "") -> None:
+    """Write what the supervisor will show of ``exc``: a ``context`` line (which env), then
+    the message alone for the errors fastrl words itself (bad env), the full traceback for
+    anything else."""
+    path = crash_report_path(run_dir, who)
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(exc, EnvError):
-        path.write_text(f"{type(exc).__name__}: {exc}\n")
+        text = f"{type(exc).__name__}: {exc}\n"
     else:
-        path.write_text("".join(traceback.format_exception(exc)))
+        text = "".join(traceback.format_exception(exc))
+    path.write_text(f"{context}\n{text}" if context else text)
 
 
-def read_crash(error_dir: str, who: str) -> str | None:
+def read_crash(run_dir: str | Path, who: str) -> str | None:
     """The traceback a crashed child left, if any."""
-    path = Path(error_dir) / f"{who.replace(' ', '-')}.txt"
+    path = crash_report_path(run_dir, who)
     return path.read_text() if path.exists() else None

@@ -1,38 +1,62 @@
-"""The main process: creates shared memory, spawns learner and workers, watches them, and
-unlinks every segment on every exit path."""
+"""The main process: creates shared memory, spawns learner and workers, restarts workers
+that crash or hang, turns signals into a graceful stop, and unlinks every segment on every
+exit path."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import queue
+import shutil
 import signal
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from fastrl.checkpoint import (
+    PARKED,
+    Checkpoint,
+    check_resumable,
+    checkpoints_dir,
+    describe_latest,
+)
 from fastrl.config import MainConfig
-from fastrl.learner.learner import LearnerSpec, run_learner
+from fastrl.learner.learner import LearnerSpec, ring_shape, run_learner
 from fastrl.logging.metrics import MetricsLogger
-from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, HEARTBEAT_NS, WRITE_SEQ, Ring
+from fastrl.memory.ring import (
+    ACT_NS,
+    ENV_NS,
+    FILL_NS,
+    HEARTBEAT_NS,
+    INCARNATION,
+    TERMINATE,
+    VERSION_SEEN,
+    WRITE_SEQ,
+    Ring,
+)
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
-from fastrl.plan import SHM_KNOBS, plan_run
-from fastrl.process import read_crash
+from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
+from fastrl.process import crash_report_path, read_crash
 from fastrl.rollout.worker import WorkerSpec, run_worker
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.05
-GRACEFUL_EXIT_S = 30.0  # the learner may be evaluating and saving when asked to stop
+GRACEFUL_EXIT_S = 30.0  # the learner may be evaluating and checkpointing when asked to stop
 KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
+TERM_GRACE_S = 3.0  # a worker being restarted gets this long after SIGTERM before SIGKILL
 STARTUP_ALLOWANCE_S = 120.0  # before its first heartbeat a child imports torch, builds envs
 
 
 class ChildFailed(RuntimeError):
-    """A learner or worker process crashed or was killed; the message says which and why."""
+    """The learner failed, or workers failed more often than ``infra.max_restarts`` allows;
+    the message says which process, why, and how to resume from the last checkpoint."""
 
 
 @dataclass
@@ -45,22 +69,34 @@ class RunResult:
     wall_s: float  # whole run, process start-up and evaluations included
     steps_per_sec: float  # env steps/sec from the first learner update to the last
     stopped_by_signal: bool
+    restarts: int  # worker restarts during this run
+    checkpoint: str | None  # the last checkpoint written
 
 
 class Supervisor:
-    """Runs one training job described by ``cfg`` in ``run_dir``."""
+    """Runs one training job described by ``cfg`` in ``run_dir``, from scratch or continuing
+    from the checkpoint ``resume``."""
 
-    def __init__(self, cfg: MainConfig, run_dir: Path) -> None:
+    def __init__(self, cfg: MainConfig, run_dir: Path, resume: Checkpoint | None = None) -> None:
         self.cfg = cfg
         self.run_dir = run_dir
-        self.error_dir = str(run_dir / "errors")
+        self.resume = resume
         self._ctx = mp.get_context("spawn")  # CUDA, OpenMP and numba threads do not survive fork
         self._signal: int | None = None
         self._stop_asked = False
         self._forced = False
+        self._plan: RunPlan | None = None
+        self._weights: SharedWeights | None = None
+        self._ring_names: list[str] = []
+        self._weights_name = ""
         self._rings: list[Ring] = []
         self._procs: dict[str, mp.process.BaseProcess] = {}
         self._started_ns: dict[str, int] = {}
+        self._retired: set[str] = set()  # workers that ended for good (run over, given up)
+        self._restart_times: deque[float] = deque()
+        self._failure: str | None = None
+        self.restarts = 0
+        self.last_checkpoint: str | None = None
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -95,50 +131,86 @@ class Supervisor:
 
     # --- run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """Train to the end, a stop signal, or the first child failure (raised).
+        """Train to the end, a stop signal, or a failure the run cannot survive (raised).
 
         Raises KeyboardInterrupt after a second stop signal, once everything is cleaned up.
         """
-        plan = plan_run(self.cfg)
+        plan = self._plan = plan_run(self.cfg)
+        if self.resume:
+            check_resumable(self.resume, self.cfg.env.id, plan.obs_space, plan.act_space,
+                            {k: list(v.shape) for k, v in plan.policy().state_dict().items()})
         check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
+        parked_dir = checkpoints_dir(self.run_dir) / PARKED
+        shutil.rmtree(parked_dir, ignore_errors=True)  # states a crashed run left behind
         owner = SegmentOwner()
-        logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps)
+        start_step = self.resume.global_step if self.resume else 0
+        logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps,
+                               start_step)
         metrics = self._ctx.Queue()
         t0 = time.monotonic()
-        weights: SharedWeights | None = None
         with self._signals_handled():  # kept through the cleanup below
             try:
-                rings = [owner.create(f"ring{i}", plan.ring_bytes)
-                         for i in range(self.cfg.infra.num_workers)]
-                weights_shm = owner.create("weights", plan.weights_bytes)
-                weights = SharedWeights(weights_shm.buf, plan.num_params)
-                parent = os.getpid()
-                self._start("learner", run_learner, LearnerSpec(
-                    plan, [r.name for r in rings], weights_shm.name, str(self.run_dir),
-                    self.error_dir, parent), metrics)
-                for i, ring in enumerate(rings):
-                    self._start(f"worker {i}", run_worker, WorkerSpec(
-                        plan, i, ring.name, weights_shm.name, self.error_dir, parent))
+                segments = [owner.create(f"ring{i}", plan.ring_bytes)
+                            for i in range(self.cfg.infra.num_workers)]
                 self._rings = [Ring(r.buf, plan.layout, self.cfg.infra.ring_slots)
-                               for r in rings]
-                step, final = self._watch(weights, metrics, logger)
+                               for r in segments]
+                self._ring_names = [r.name for r in segments]
+                worker_states = self._restore_rings() if self.resume else {}
+                weights_shm = owner.create("weights", plan.weights_bytes)
+                self._weights = SharedWeights(weights_shm.buf, plan.num_params)
+                self._weights_name = weights_shm.name
+                self._start("learner", run_learner, LearnerSpec(
+                    plan, self._ring_names, weights_shm.name, str(self.run_dir), os.getpid(),
+                    str(self.resume.path) if self.resume else None), metrics)
+                for i in range(self.cfg.infra.num_workers):
+                    self._start_worker(i, worker_states.get(i))
+                step, final = self._watch(metrics, logger)
                 grace = GRACEFUL_EXIT_S
             except BaseException:
                 grace = KILL_WAIT_S
                 raise
             finally:
-                if weights is not None:
-                    weights.request_stop()
+                if self._weights is not None:
+                    self._weights.request_stop()
                 self._stop_children(grace)
                 metrics.cancel_join_thread()
                 metrics.close()
                 self._rings = []
+                self._weights = None
                 owner.unlink_all()
                 logger.close()
+                shutil.rmtree(parked_dir, ignore_errors=True)
         if self._forced:
             raise KeyboardInterrupt
         return RunResult(self.run_dir, step, final.get("eval"), time.monotonic() - t0,
-                         logger.steps_per_sec, self._signal is not None)
+                         logger.steps_per_sec, self._signal is not None, self.restarts,
+                         self.last_checkpoint)
+
+    def _restore_rings(self) -> dict[int, str]:
+        """Put the checkpoint's unread slots back into the new rings and set each ring's
+        incarnation; returns the parked worker states to continue from, by worker.
+
+        Slots and worker states are used only when the ring shape and env arguments are
+        those of the checkpoint; otherwise every worker starts fresh episodes with new seeds.
+        """
+        manifest, plan = self.resume.manifest, self._plan
+        incarnations = manifest["worker_incarnations"]
+        same = manifest["rings"] == ring_shape(self.cfg, plan.layout.nbytes)
+        states = {}
+        with np.load(self.resume.file("rings.npz"), allow_pickle=False) as saved:
+            for i, ring in enumerate(self._rings):
+                if same:
+                    read_seq, write_seq = saved[f"seqs{i}"].tolist()
+                    ring.restore(read_seq, write_seq, saved[f"slots{i}"])
+                    state = self.resume.file(f"worker-{i}.pkl")
+                    if state is not None:
+                        states[i] = str(state)
+                    ring.set(INCARNATION, incarnations[i] + (state is None))
+                else:
+                    version = manifest["updates"]
+                    ring.restore(version, version, np.empty((0, plan.layout.nbytes), np.uint8))
+                    ring.set(INCARNATION, max(incarnations, default=0) + 1)
+        return states
 
     def _start(self, name: str, target, *args) -> None:
         # A terminal's Ctrl-C (or a group SIGTERM) reaches every process of the group, and a
@@ -155,9 +227,17 @@ class Supervisor:
         self._procs[name] = proc
         self._started_ns[name] = time.monotonic_ns()
 
-    def _watch(self, weights: SharedWeights, metrics, logger: MetricsLogger):
-        """Forward metrics until the learner reports its result; raise :class:`ChildFailed`
-        when a child crashes, hangs, or the run does not stop when asked."""
+    def _start_worker(self, i: int, resume_state: str | None = None) -> None:
+        ring = self._rings[i]
+        self._start(f"worker {i}", run_worker, WorkerSpec(
+            self._plan, i, self._ring_names[i], self._weights_name,
+            str(self.run_dir), os.getpid(), ring.get(INCARNATION), resume_state))
+
+    # --- watching --------------------------------------------------------------------------
+    def _watch(self, metrics, logger: MetricsLogger):
+        """Forward metrics until the learner reports its result; restart failed workers;
+        raise :class:`ChildFailed` when the run cannot go on."""
+        weights = self._weights
         step, final = 0, None
         stop_deadline = None
         while final is None:
@@ -166,55 +246,151 @@ class Supervisor:
                 return step, final or {}
             if (self._signal is not None or self._stop_asked) and stop_deadline is None:
                 weights.request_stop()
+            if weights.stop_requested() and stop_deadline is None:
                 stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 raise ChildFailed(f"the learner did not stop within {GRACEFUL_EXIT_S:.0f} s "
                                   "of the stop request; all processes were terminated")
             if final is None:
-                step, final = self._check_children(weights, metrics, logger, step)
+                self._check_workers(logger, step)
+                step, final = self._check_learner(metrics, logger, step)
+        if self._failure:
+            raise ChildFailed(f"{self._failure}\n{describe_latest(self.run_dir)}")
         return step, final
 
-    def _check_children(self, weights, metrics, logger, step):
+    def _check_learner(self, metrics, logger, step):
         """``(step, result)``: the learner's result once it exited cleanly (None before);
-        raise on a crashed or hung child."""
-        for name, proc in self._procs.items():
-            code = proc.exitcode
-            if code is None:
-                if name == "learner":
-                    self._check_heartbeat(name, proc, weights.last_beat(),
+        raise when it crashed or hangs."""
+        proc = self._procs["learner"]
+        code = proc.exitcode
+        if code is None:
+            fault = self._heartbeat_fault("learner", self._weights.last_beat(),
                                           self.cfg.infra.learner_timeout_s, "learner_timeout_s")
-                else:
-                    beat = self._rings[int(name.split()[1])].get(HEARTBEAT_NS)
-                    self._check_heartbeat(name, proc, beat, self.cfg.infra.worker_timeout_s,
-                                          "worker_timeout_s")
-                continue
-            if code == 0 and name != "learner" and weights.run_over():
-                continue
-            if code == 0 and name == "learner":
-                # Its last messages may still be in the pipe.
-                deadline = time.monotonic() + KILL_WAIT_S
-                while time.monotonic() < deadline:
-                    step, final = self._drain(metrics, logger, step, timeout=POLL_S)
-                    if final is not None:
-                        return step, final
-                raise ChildFailed("the learner exited without reporting its result")
-            raise ChildFailed(self._describe_exit(name, proc))
-        return step, None
+            if fault is None:
+                return step, None
+        elif code == 0:
+            # Its last messages may still be in the pipe.
+            deadline = time.monotonic() + KILL_WAIT_S
+            while time.monotonic() < deadline:
+                step, final = self._drain(metrics, logger, step, timeout=POLL_S)
+                if final is not None:
+                    return step, final
+            fault = "the learner exited without reporting its result"
+        else:
+            fault = self._describe_exit("learner", proc)
+        raise ChildFailed(f"{fault}\nThe run stopped. {describe_latest(self.run_dir)}")
 
-    def _check_heartbeat(self, name: str, proc, beat_ns: int, timeout_s: float,
-                         key: str) -> None:
+    def _check_workers(self, logger: MetricsLogger, step: int) -> None:
+        """Restart every worker that crashed, exited early or hangs; retire those that
+        ended with the run; mark the workers parked once none runs after the run is over."""
+        run_over = self._weights.run_over()
+        for i in range(self.cfg.infra.num_workers):
+            name = f"worker {i}"
+            if name in self._retired:
+                continue
+            proc = self._procs[name]
+            if proc.exitcode == 0 and run_over:
+                self._retired.add(name)
+                continue
+            fault = self._worker_fault(i, proc)
+            if fault is not None:
+                self._replace_worker(i, fault, logger, step)
+        if run_over and len(self._retired) == self.cfg.infra.num_workers and \
+                not self._weights.parked():
+            self._weights.mark_parked()
+
+    def _worker_fault(self, i: int, proc) -> str | None:
+        """Why worker ``i`` must be replaced, or None while it is healthy."""
+        name = f"worker {i}"
+        if proc.exitcode is not None:
+            return self._describe_exit(name, proc)
+        return self._heartbeat_fault(name, self._rings[i].get(HEARTBEAT_NS),
+                                     self.cfg.infra.worker_timeout_s, "worker_timeout_s")
+
+    def _heartbeat_fault(self, name: str, beat_ns: int, timeout_s: float,
+                         key: str) -> str | None:
+        pid = self._procs[name].pid
         if beat_ns == 0:  # still importing and building its envs
             silent_s = (time.monotonic_ns() - self._started_ns[name]) / 1e9
             if silent_s > max(timeout_s, STARTUP_ALLOWANCE_S):
-                raise ChildFailed(f"{name} (pid {proc.pid}) did not start within "
-                                  f"{silent_s:.0f} s")
-            return
+                return f"{name} (pid {pid}) did not start within {silent_s:.0f} s"
+            return None
         silent_s = (time.monotonic_ns() - beat_ns) / 1e9
         if silent_s > timeout_s:
-            raise ChildFailed(
-                f"{name} (pid {proc.pid}) has not made progress for {silent_s:.0f} s "
-                f"(infra.{key}={timeout_s:g}): is an env stuck in step() or reset()?"
-            )
+            return (f"{name} (pid {pid}) has not made progress for {silent_s:.0f} s "
+                    f"(infra.{key}={timeout_s:g}): is an env stuck in step() or reset()?")
+        return None
+
+    def _replace_worker(self, i: int, fault: str, logger: MetricsLogger, step: int) -> None:
+        """End worker ``i`` and start a new one on the same ring with fresh env seeds, unless
+        the run is over or the restart budget of the window is spent (then stop the run)."""
+        name, ring, infra = f"worker {i}", self._rings[i], self.cfg.infra
+        self._end_worker(i)
+        report = self._archive_crash(name)
+        if self._weights.run_over():  # stopping anyway: the learner needs no more data
+            self._retired.add(name)
+            logger.event(step, f"{fault}; not restarted, the run is ending")
+            return
+        now = time.monotonic()
+        self._restart_times.append(now)
+        while now - self._restart_times[0] > infra.restart_window_s:
+            self._restart_times.popleft()
+        if len(self._restart_times) > infra.max_restarts:
+            self._retired.add(name)
+            self._failure = (
+                f"{len(self._restart_times)} worker failures within {infra.restart_window_s:g} "
+                f"s (infra.max_restarts={infra.max_restarts}); the last: {fault}"
+                + (f"\n{report.rstrip()}" if report else ""))
+            logger.event(step, f"{fault}; giving up: too many restarts, stopping the run")
+            self._weights.request_stop()
+            return
+        ring.set(INCARNATION, ring.get(INCARNATION) + 1)
+        ring.set(HEARTBEAT_NS, 0)  # the new worker gets the start-up allowance
+        ring.set(TERMINATE, 0)
+        self._start_worker(i)
+        self.restarts += 1
+        last_line = report.strip().splitlines()[-1] if report else ""
+        logger.event(step, f"restart {self.restarts}: {fault}" +
+                     (f" [{last_line}]" if last_line and last_line not in fault else "") +
+                     f"; started {name} again (pid {self._procs[name].pid}, incarnation "
+                     f"{ring.get(INCARNATION)})", detail=report)
+
+    def _end_worker(self, i: int) -> None:
+        """SIGTERM (which a worker obeys only when its ring's TERMINATE word is set), then
+        SIGKILL after TERM_GRACE_S; returns once the process is gone."""
+        proc = self._procs[f"worker {i}"]
+        if proc.exitcode is None:
+            self._rings[i].set(TERMINATE, 1)
+            proc.terminate()
+            proc.join(TERM_GRACE_S)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(KILL_WAIT_S)
+        if proc.exitcode is None:
+            raise ChildFailed(f"worker {i} (pid {proc.pid}) survived SIGKILL for "
+                              f"{KILL_WAIT_S:g} s; its ring cannot be reused")
+
+    def _archive_crash(self, name: str) -> str | None:
+        """Move a replaced worker's crash report aside (``worker-1.restart-3.txt``), so the
+        next failure writes its own; returns the report."""
+        report = read_crash(self.run_dir, name)
+        if report is not None:
+            path = crash_report_path(self.run_dir, name)
+            path.rename(path.with_suffix(f".restart-{self.restarts + 1}.txt"))
+        return report
+
+    def _health(self) -> dict[str, float]:
+        """Supervisor scalars logged with every update."""
+        now = time.monotonic_ns()
+        live = [r for i, r in enumerate(self._rings) if f"worker {i}" not in self._retired]
+        beats = [r.get(HEARTBEAT_NS) for r in live]
+        ages = [(now - b) / 1e9 for b in beats if b]
+        seen = [r.get(VERSION_SEEN) for r in live]
+        return {
+            "supervisor/restarts": self.restarts,
+            "supervisor/heartbeat_age_max_s": max(ages, default=0.0),
+            "supervisor/worker_lag_max": self._weights.version() - min(seen, default=0),
+        }
 
     def _drain(self, metrics, logger: MetricsLogger, step: int, timeout: float):
         """Log every queued message; returns the latest step and the final result (or None)."""
@@ -223,9 +399,14 @@ class Supervisor:
             kind, step, payload = metrics.get(timeout=timeout)
             while True:
                 if kind == "update":
+                    if payload:  # algo.name=none reports bare step counts
+                        payload.update(self._health())
                     logger.update(step, payload)
                 elif kind == "eval":
                     logger.evaluation(step, payload)
+                elif kind == "checkpoint":
+                    self.last_checkpoint = payload["path"]
+                    logger.checkpoint(step, payload["path"])
                 else:
                     final = payload
                 kind, step, payload = metrics.get_nowait()
@@ -241,9 +422,9 @@ class Supervisor:
             how = "exited before the run was stopped"
         else:
             how = f"exited with code {code}"
-        report = read_crash(self.error_dir, name)
+        report = read_crash(self.run_dir, name)
         msg = f"{name} (pid {proc.pid}) {how}"
-        return f"{msg}:\n{report.rstrip()}" if report else msg
+        return f"{msg}:\n{report.rstrip()}" if report and name == "learner" else msg
 
     def _stop_children(self, grace_s: float) -> None:
         """Let every child exit on the stop flag within ``grace_s`` (unless a second signal

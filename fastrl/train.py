@@ -1,7 +1,10 @@
-"""python -m fastrl.train [CONFIG.yaml] [key=value ...]: train an agent.
+"""python -m fastrl.train [CONFIG.yaml | --resume RUN_DIR] [key=value ...]: train an agent.
 
 With no CONFIG the defaults (CartPole-v1 PPO, the same as configs/cartpole_ppo.yaml) run.
-Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad config or env.
+``--resume RUN_DIR`` continues a stopped or crashed run from its newest valid checkpoint,
+with the run's config and any overrides given.
+Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad config, env or
+checkpoint, 130 a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import argparse
 import json
 import sys
 
+from fastrl.checkpoint import CheckpointError
 from fastrl.config import ConfigError, field_docs, load_config
 from fastrl.memory.layout import UnsupportedSpace
 from fastrl.memory.segments import SharedMemoryFull
@@ -26,31 +30,41 @@ def _as_override(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def parse_args(argv: list[str]) -> tuple[str | None, list[str]]:
-    """Split argv into an optional config path and ``key=value`` overrides."""
+def parse_args(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
+    """Split argv into an optional config path, an optional run to resume and
+    ``key=value`` overrides."""
     keys = "\n".join(f"  {k + '=' + _as_override(d):<34} {t:<14} {doc}"
                      for k, t, d, doc in field_docs())
     parser = argparse.ArgumentParser(
         prog="python -m fastrl.train", description=__doc__.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example: python -m fastrl.train configs/cartpole_ppo.yaml infra.num_workers=2 "
-               f"algo.lr=3e-4\n\nconfig keys (key=default, type, meaning):\n{keys}",
+        epilog="examples:\n  python -m fastrl.train configs/cartpole_ppo.yaml "
+               "infra.num_workers=2 algo.lr=3e-4\n  python -m fastrl.train --resume "
+               "runs/CartPole-v1_ppo_s1_20261202-120000 algo.total_steps=200000"
+               f"\n\nconfig keys (key=default, type, meaning):\n{keys}",
     )
     parser.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE",
                         help="a YAML config file first (optional), then key=value overrides")
-    args = parser.parse_args(argv).args
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="continue this run from its newest valid checkpoint")
+    ns = parser.parse_args(argv)
+    args = ns.args
     if args and "=" not in args[0]:
-        return args[0], args[1:]
-    return None, args
+        if ns.resume:
+            parser.error("--resume takes the run's own config; give only key=value overrides")
+        return args[0], None, args[1:]
+    return None, ns.resume, args
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status."""
-    path, overrides = parse_args(sys.argv[1:] if argv is None else argv)
+    path, resume, overrides = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        cfg = load_config(path, overrides)
-        result = Trainer(cfg).fit()
-    except (ConfigError, EnvError, UnsupportedSpace, UnsupportedActionSpace) as e:
+        trainer = Trainer.resume(resume, overrides) if resume else \
+            Trainer(load_config(path, overrides))
+        result = trainer.fit()
+    except (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
+            UnsupportedActionSpace) as e:
         print(f"fastrl.train: error: {e}", file=sys.stderr)
         return 2
     except (ChildFailed, SharedMemoryFull) as e:
@@ -63,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "run_dir": str(result.run_dir), "global_step": result.global_step,
         "wall_s": round(result.wall_s, 2), "steps_per_sec": round(result.steps_per_sec, 1),
         "eval": result.eval, "stopped_by_signal": result.stopped_by_signal,
+        "restarts": result.restarts, "checkpoint": result.checkpoint,
     }
     (result.run_dir / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
@@ -12,32 +13,32 @@ import numpy as np
 import torch
 
 from fastrl.algos.ppo import PPO
+from fastrl.checkpoint import parked_path, save_checkpoint
+from fastrl.config import config_hash, to_yaml
 from fastrl.evaluation import evaluate
-from fastrl.memory.ring import Ring
+from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
-from fastrl.process import become_child, report_crash, seed_everything
+from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
 
 REPORT_EVERY_S = 0.5  # metrics rate of the drain loop
-
-
-class PolicyLagError(RuntimeError):
-    """A slot was produced by weights older than ``infra.max_policy_lag`` allows."""
+PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
 
 
 @dataclass
 class LearnerSpec:
-    """Everything the learner process needs, picklable for ``spawn``."""
+    """Everything the learner process needs, picklable for ``spawn``; ``resume`` is the
+    checkpoint folder to continue from."""
 
     plan: RunPlan
     ring_names: list[str]
     weights_name: str
     run_dir: str
-    error_dir: str
     parent_pid: int
+    resume: str | None = None
 
 
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
@@ -48,7 +49,7 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         learner = Learner(spec, metrics)
         learner.train() if spec.plan.trains else learner.drain()
     except BaseException as e:
-        report_crash(spec.error_dir, "learner", e)
+        report_crash(spec.run_dir, "learner", e)
         os._exit(1)
 
 
@@ -57,8 +58,29 @@ def gather(rings: list[Ring]) -> dict[str, np.ndarray]:
     slots = [r.read_slot() for r in rings]
     return {
         name: np.concatenate([s[name] for s in slots], axis=0 if name == "bootstrap_obs" else 1)
-        for name in slots[0]
+        for name in slots[0] if name != "checksum"
     }
+
+
+def ring_shape(cfg, slot_bytes: int) -> dict:
+    """What saved slots and parked worker states depend on: a resumed run restores them only
+    when all of it is unchanged."""
+    infra = cfg.infra
+    return {"num_workers": infra.num_workers, "envs_per_worker": infra.envs_per_worker,
+            "rollout_len": infra.rollout_len, "ring_slots": infra.ring_slots,
+            "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs)}
+
+
+def drop_stale(rings: list[Ring], version: int, max_lag: int) -> int:
+    """Release, unread, every slot at the head of a ring whose data lags ``version`` by more
+    than ``max_lag`` policy versions; returns how many were dropped."""
+    dropped = 0
+    for ring in rings:
+        while ring.has_ready_slot() and \
+                version - int(ring.read_slot()["policy_version"].min()) > max_lag:
+            ring.release()
+            dropped += 1
+    return dropped
 
 
 def episode_stats(batch: dict[str, np.ndarray]) -> dict[str, float]:
@@ -91,7 +113,85 @@ class Learner:
         self.weights = SharedWeights(self._weights_shm.buf, plan.num_params)
         self.version = 0
         self.global_step = 0
+        self.dropped_slots = 0
+        self.next_eval = cfg.log.eval_every_steps
+        self.next_checkpoint = cfg.log.checkpoint_every_steps
+        self.last_eval: dict[str, float] | None = None
+        self.eval_step = -1
+        if spec.resume:
+            self._restore(Path(spec.resume) / "learner.pt")
 
+    # --- checkpoints -----------------------------------------------------------------------
+    SCHEDULE = ("version", "global_step", "dropped_slots", "next_eval", "next_checkpoint",
+                "last_eval", "eval_step")
+
+    def _restore(self, path: Path) -> None:
+        state = torch.load(path, map_location=self.device, weights_only=True)
+        self.policy.load_state_dict(state["model"])
+        self.ppo.optimizer.load_state_dict(state["optimizer"])
+        for key in self.SCHEDULE:
+            setattr(self, key, state[key])
+        # A config resumed with another interval continues on the new one.
+        log = self.cfg.log
+        self.next_eval = min(self.next_eval, self.global_step + log.eval_every_steps)
+        self.next_checkpoint = self.global_step + log.checkpoint_every_steps
+        set_rng_state(state["rng"])
+
+    def _parked_states(self) -> dict[int, Path]:
+        """Workers that parked right after the last slot their ring holds."""
+        found = {}
+        for i, ring in enumerate(self.rings):
+            path = parked_path(self.spec.run_dir, i, ring.get(WRITE_SEQ))
+            if path.exists():
+                found[i] = path
+        return found
+
+    def _checkpoint(self, final: bool) -> None:
+        """Write a checkpoint of everything that continues this run (see fastrl.checkpoint).
+
+        The final one waits until the workers have parked, so that it also holds their
+        states and the slots they published last: a resumed run then sees the same data.
+        """
+        if final:
+            deadline = time.monotonic() + PARK_WAIT_S
+            while not self.weights.parked() and time.monotonic() < deadline:
+                self.weights.beat(time.monotonic_ns())
+                time.sleep(0.01)
+        parked = self._parked_states() if final else {}
+        pending = [r.pending() for r in self.rings]
+        state = {"model": self.policy.state_dict(), "optimizer": self.ppo.optimizer.state_dict(),
+                 "rng": rng_state(), "normalizer": None,  # no observation normalisation yet
+                 **{key: getattr(self, key) for key in self.SCHEDULE}}
+
+        def write_rings(path: Path) -> None:
+            arrays = {}
+            for i, (read_seq, write_seq, data) in enumerate(pending):
+                arrays[f"seqs{i}"] = np.array([read_seq, write_seq], np.int64)
+                arrays[f"slots{i}"] = data
+            with path.open("wb") as f:
+                np.savez(f, **arrays)
+
+        writers = {"learner.pt": lambda p: torch.save(state, p), "rings.npz": write_rings,
+                   "config.yaml": lambda p: p.write_text(to_yaml(self.cfg))}
+        for i, src in parked.items():
+            writers[f"worker-{i}.pkl"] = lambda p, src=src: shutil.copyfile(src, p)
+        plan, _infra = self.spec.plan, self.cfg.infra
+        info = {
+            "config_hash": config_hash(self.cfg), "env_id": self.cfg.env.id,
+            "observation_space": repr(plan.obs_space), "action_space": repr(plan.act_space),
+            "updates": self.version, "final": final,
+            "param_shapes": {k: list(v.shape) for k, v in self.policy.state_dict().items()},
+            "rings": ring_shape(self.cfg, plan.layout.nbytes),
+            "worker_states": sorted(parked),
+            "worker_incarnations": [r.get(INCARNATION) for r in self.rings],
+        }
+        path = save_checkpoint(self.spec.run_dir, self.global_step, writers, info,
+                               self.cfg.log.keep_checkpoints)
+        for src in parked.values():
+            src.unlink()
+        self.metrics.put(("checkpoint", self.global_step, {"path": str(path)}))
+
+    # --- training --------------------------------------------------------------------------
     def _publish(self) -> None:
         self.weights.write(flat_params(self.policy), self.version)
 
@@ -99,34 +199,47 @@ class Learner:
         self.weights.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives
         return self.weights.stop_requested()
 
-    def _evaluate(self) -> dict[str, float]:
+    def _evaluate(self) -> None:
         log = self.cfg.log
         seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
         self.policy.eval()
         result = evaluate(self.policy, self.cfg.env.id, dict(self.cfg.env.kwargs), seeds,
                           self.device, log.eval_max_steps, self._should_stop)
         self.policy.train()
+        self.last_eval, self.eval_step = result, self.global_step
+        while self.next_eval <= self.global_step:  # advanced only once the evaluation is done
+            self.next_eval += log.eval_every_steps
         self.metrics.put(("eval", self.global_step, result))
-        return result
 
-    def _check_lag(self, batch: dict[str, np.ndarray]) -> int:
-        lag = self.version - int(batch["policy_version"].min())
-        if lag > self.cfg.infra.max_policy_lag:
-            raise PolicyLagError(
-                f"slot data is {lag} policy versions old; infra.max_policy_lag="
-                f"{self.cfg.infra.max_policy_lag} allows at most that many"
-            )
-        return lag
+    def _solved(self) -> bool:
+        target = self.cfg.algo.target_return
+        return target is not None and self.last_eval is not None and \
+            self.last_eval["return_mean"] >= target
+
+    def _take_slots(self) -> dict[str, np.ndarray]:
+        """One slot from every worker, within the policy-lag bound (older ones are dropped
+        and counted), verified when ``infra.check_slots``; released once copied."""
+        infra = self.cfg.infra
+        while True:
+            wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self._should_stop)
+            dropped = drop_stale(self.rings, self.version, infra.max_policy_lag)
+            if not dropped:
+                break
+            self.dropped_slots += dropped
+        if infra.check_slots:
+            for r in self.rings:
+                r.verify()
+        batch = gather(self.rings)
+        for r in self.rings:
+            r.release()
+        return batch
 
     def _update(self) -> None:
         """Wait for one slot from every worker, train on them, publish the new weights."""
         algo = self.cfg.algo
-        wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self._should_stop)
+        batch = self._take_slots()
         occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
-        batch = gather(self.rings)
-        for r in self.rings:
-            r.release()
-        lag = self._check_lag(batch)
+        lag = self.version - int(batch["policy_version"].min())
         tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
         stats = self.ppo.update(tensors, lr)
@@ -134,8 +247,8 @@ class Learner:
         self._publish()
         self.global_step += batch["reward"].size
         self.weights.beat(time.monotonic_ns())
-        stats.update(episode_stats(batch), lr=lr, policy_lag=lag,
-                     ring_occupancy=occupancy, policy_version=self.version)
+        stats.update(episode_stats(batch), lr=lr, policy_lag=lag, ring_occupancy=occupancy,
+                     policy_version=self.version, dropped_stale_slots=self.dropped_slots)
         self.metrics.put(("update", self.global_step, stats))
 
     def drain(self) -> None:
@@ -164,29 +277,30 @@ class Learner:
         self.metrics.put(("done", self.global_step, {"eval": None}))
 
     def train(self) -> None:
-        """Train until ``algo.total_steps``, the target return, or a stop request; then save
-        the model and report the last evaluation."""
+        """Train until ``algo.total_steps``, the target return, or a stop request (the update
+        in progress is finished); checkpoint on the way and at the end, save the model and
+        report the last evaluation."""
         algo, log = self.cfg.algo, self.cfg.log
         self._publish()
-        next_eval = log.eval_every_steps
-        last_eval: dict[str, float] | None = None
-        eval_step = -1
         try:
-            while self.global_step < algo.total_steps:
+            if self.global_step >= self.next_eval:  # resumed from a stop during an evaluation
+                self._evaluate()
+            while self.global_step < algo.total_steps and not self._solved():
                 self._update()
-                if self.global_step >= next_eval:
-                    next_eval += log.eval_every_steps
-                    last_eval, eval_step = self._evaluate(), self.global_step
-                    if algo.target_return is not None and \
-                            last_eval["return_mean"] >= algo.target_return:
-                        break
-            self.weights.mark_done()  # workers may exit while we evaluate and save
-            if self.global_step and eval_step != self.global_step:
-                last_eval = self._evaluate()
+                if self.global_step >= self.next_eval:
+                    self._evaluate()
+                if self.next_checkpoint <= self.global_step < algo.total_steps:
+                    self._checkpoint(final=False)  # (the final one follows at total_steps)
+                    while self.next_checkpoint <= self.global_step:
+                        self.next_checkpoint += log.checkpoint_every_steps
+            self.weights.mark_done()  # workers may park while we evaluate
+            if self.global_step and self.eval_step != self.global_step:
+                self._evaluate()
         except Stopped:
             pass  # asked to stop: save what we have; the evaluation in progress is dropped
         finally:
             self.weights.mark_done()
+        self._checkpoint(final=True)
         torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
                    Path(self.spec.run_dir) / "model.pt")
-        self.metrics.put(("done", self.global_step, {"eval": last_eval}))
+        self.metrics.put(("done", self.global_step, {"eval": self.last_eval}))

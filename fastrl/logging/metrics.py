@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -15,27 +16,32 @@ class MetricsLogger:
     """Writes update and evaluation metrics to TensorBoard and the console.
 
     Scalars go under their own names (``episode/return_mean``, ``eval/return_mean``,
-    ``loss/policy_loss``, ...) with the env-step count as the x axis.
+    ``loss/policy_loss``, ``supervisor/restarts``, ...) with the env-step count as the x
+    axis. A resumed run passes its checkpoint's ``start_step``: TensorBoard then discards
+    whatever the interrupted run logged after that step, so no step appears twice.
     """
 
     LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
                  "grad_norm", "explained_variance")
 
-    def __init__(self, run_dir: Path, cfg: LogConfig, total_steps: int) -> None:
+    def __init__(self, run_dir: Path, cfg: LogConfig, total_steps: int,
+                 start_step: int = 0) -> None:
         self._writer = None
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(run_dir / "tb"))
+            self._writer = SummaryWriter(str(run_dir / "tb"),
+                                         purge_step=start_step + 1 if start_step else None)
         self._progress = None
         if cfg.console:
             self._progress = Progress(
                 TextColumn("[bold]fastrl"), BarColumn(), TextColumn("{task.completed:,} steps"),
                 TextColumn("{task.fields[sps]:,.0f} SPS"),
-                TextColumn("return {task.fields[ret]}"), TimeElapsedColumn(),
-                console=Console(stderr=True),
+                TextColumn("return {task.fields[ret]}"), TextColumn("{task.fields[health]}"),
+                TimeElapsedColumn(), console=Console(stderr=True),
             )
-            self._task = self._progress.add_task("train", total=total_steps, sps=0.0, ret="-")
+            self._task = self._progress.add_task("train", total=total_steps, sps=0.0, ret="-",
+                                                 health="", completed=start_step)
             self._progress.start()
         self._t0 = time.monotonic()
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
@@ -63,7 +69,12 @@ class MetricsLogger:
             self._writer.add_scalar("train/steps_per_sec", self.steps_per_sec, step)
         if self._progress:
             ret = "-" if self.last_return is None else f"{self.last_return:.1f}"
-            self._progress.update(self._task, completed=step, sps=self.steps_per_sec, ret=ret)
+            restarts = stats.get("supervisor/restarts", 0)
+            lag = stats.get("supervisor/worker_lag_max", 0)
+            health = " ".join(([f"restarts {restarts:.0f}"] if restarts else []) +
+                              ([f"lag {lag:.0f}"] if lag else []))
+            self._progress.update(self._task, completed=step, sps=self.steps_per_sec, ret=ret,
+                                  health=health)
 
     def evaluation(self, step: int, result: dict[str, float]) -> None:
         """Log one evaluation's results."""
@@ -75,6 +86,25 @@ class MetricsLogger:
                 f"eval @ {step:,} steps: return {result['return_mean']:.1f} "
                 f"± {result['return_std']:.1f} (min {result['return_min']:.0f})"
             )
+
+    def event(self, step: int, text: str, detail: str | None = None) -> None:
+        """A supervisor event (a worker restarted, given up on): one line on the console
+        always (stderr), the line and its ``detail`` (a traceback) in TensorBoard's text."""
+        if self._progress:
+            self._progress.console.print(f"supervisor @ {step:,} steps: {text}",
+                                         markup=False, highlight=False)
+        else:
+            print(f"fastrl supervisor @ {step:,} steps: {text}", file=sys.stderr, flush=True)
+        if self._writer:
+            body = text + ("\n\n    " + detail.rstrip().replace("\n", "\n    ")
+                           if detail else "")
+            self._writer.add_text("supervisor/events", body, step)
+
+    def checkpoint(self, step: int, path: str) -> None:
+        """Note a written checkpoint on the console."""
+        if self._progress:
+            self._progress.console.print(f"checkpoint @ {step:,} steps: {path}",
+                                         markup=False, highlight=False)
 
     def close(self) -> None:
         """Flush TensorBoard and end the progress line."""

@@ -79,7 +79,8 @@ def trajectory_layout(
     episode_id, policy_version, global_step, plus final_obs (the real last observation of an
     episode that was truncated at that step; stale bytes elsewhere) and episode_return/length
     (running totals; the episode's return and length where it ended). Per env:
-    bootstrap_obs, the observation after the last step.
+    bootstrap_obs, the observation after the last step. Per slot: checksum (CRC32 of all the
+    bytes before it, when ``infra.check_slots`` is on; it must stay the last field).
     """
     obs_shape, obs_dtype = storage_of(obs_space, "observation")
     act_shape, act_dtype = storage_of(act_space, "action")
@@ -101,4 +102,5 @@ def trajectory_layout(
         Field("episode_length", te, np.dtype(np.int32)),
         Field("final_obs", te + obs_shape, obs_dtype),
         Field("bootstrap_obs", (num_envs,) + obs_shape, obs_dtype),
+        Field("checksum", (), np.dtype(np.uint32)),
     ])

@@ -21,16 +21,26 @@ the learner's release of it is visible.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from fastrl.memory.atomics import load_acquire, store_release
 from fastrl.memory.layout import SlotLayout
 
 LINE = 8  # int64 counters per cache line
-# Worker-owned status after WRITE_SEQ / READ_SEQ: heartbeat, and the nanoseconds its slots
-# spent choosing actions, stepping envs, and in all (the per-stage profile of the bench).
-WRITE_SEQ, READ_SEQ, HEARTBEAT_NS, ACT_NS, ENV_NS, FILL_NS = (k * LINE for k in range(6))
-CONTROL_BYTES = 8 * 64  # eight 64-byte lines, one per counter
+# After WRITE_SEQ / READ_SEQ, worker-owned status: heartbeat (monotonic ns), env steps taken,
+# the newest weights version it acts with, and the nanoseconds its slots spent choosing
+# actions, stepping envs, and in all (the per-stage profile of the bench). The supervisor's:
+# INCARNATION (restarts of this ring's worker so far) and TERMINATE (set before it sends the
+# worker SIGTERM, see fastrl.rollout.worker); it writes them only while no worker runs.
+(WRITE_SEQ, READ_SEQ, HEARTBEAT_NS, STEPS, VERSION_SEEN, ACT_NS, ENV_NS, FILL_NS,
+ INCARNATION, TERMINATE) = (k * LINE for k in range(10))
+CONTROL_BYTES = 16 * 64  # one 64-byte line per counter, room for more
+
+
+class TornSlot(RuntimeError):
+    """A published slot whose bytes do not match the checksum its producer stamped."""
 
 
 class Ring:
@@ -41,6 +51,7 @@ class Ring:
             raise ValueError(f"buffer of {len(buf)} bytes is too small for this ring")
         self.layout = layout
         self.slots = slots
+        self._buf = buf
         self.ctrl = np.ndarray((CONTROL_BYTES // 8,), np.int64, buffer=buf)
         self._slot_views = [
             layout.views(buf, CONTROL_BYTES + i * layout.nbytes) for i in range(slots)
@@ -68,6 +79,10 @@ class Ring:
         """Arrays of the slot to fill next; call only when :meth:`has_free_slot`."""
         return self._slot_views[self._write_seq % self.slots]
 
+    def stamp(self) -> None:
+        """Store the CRC32 of the slot to publish next in its ``checksum`` field."""
+        self.write_slot()["checksum"][...] = self._crc(self._write_seq)
+
     def publish(self) -> None:
         """Make the filled slot visible to the consumer."""
         self._write_seq += 1
@@ -87,6 +102,14 @@ class Ring:
         """Arrays of the oldest published slot; call only when :meth:`has_ready_slot`."""
         return self._slot_views[self._read_seq % self.slots]
 
+    def verify(self) -> None:
+        """Raise :class:`TornSlot` unless the slot at ``read_seq`` matches its stamp."""
+        stored = int(self.read_slot()["checksum"])
+        actual = self._crc(self._read_seq)
+        if stored != actual:
+            raise TornSlot(f"slot {self._read_seq} has CRC32 {actual:#010x}, its producer "
+                           f"stamped {stored:#010x}: the ring delivered torn or corrupted data")
+
     def release(self) -> None:
         """Hand the slot returned by :meth:`read_slot` back to the producer."""
         self._read_seq += 1
@@ -95,6 +118,34 @@ class Ring:
     def occupancy(self) -> int:
         """Published slots not yet released."""
         return int(load_acquire(self.ctrl, WRITE_SEQ)) - self._read_seq
+
+    def _crc(self, seq: int) -> int:
+        # Every byte of the slot before the checksum field, padding (always zero) included.
+        base = CONTROL_BYTES + (seq % self.slots) * self.layout.nbytes
+        return zlib.crc32(self._buf[base: base + self.layout.offsets["checksum"]])
+
+    # --- checkpointing (no process may be using the ring) ---------------------------------
+    def pending(self) -> tuple[int, int, np.ndarray]:
+        """``(read_seq, write_seq, bytes)``: the published, unreleased slots as a
+        ``[write_seq - read_seq, slot bytes]`` uint8 array."""
+        write_seq = self.get(WRITE_SEQ)
+        raw = np.frombuffer(self._buf, np.uint8, self.slots * self.layout.nbytes, CONTROL_BYTES)
+        rows = raw.reshape(self.slots, self.layout.nbytes)
+        return self._read_seq, write_seq, rows[[s % self.slots for s in
+                                                range(self._read_seq, write_seq)]]
+
+    def restore(self, read_seq: int, write_seq: int, data: np.ndarray) -> None:
+        """Put back what :meth:`pending` returned, before any producer or consumer starts."""
+        if data.shape != (write_seq - read_seq, self.layout.nbytes) or \
+                not 0 <= write_seq - read_seq <= self.slots:
+            raise ValueError(f"{data.shape} bytes for slots {read_seq}..{write_seq} do not fit "
+                             f"a ring of {self.slots} slots of {self.layout.nbytes} bytes")
+        raw = np.frombuffer(self._buf, np.uint8, self.slots * self.layout.nbytes, CONTROL_BYTES)
+        rows = raw.reshape(self.slots, self.layout.nbytes)
+        for k, seq in enumerate(range(read_seq, write_seq)):
+            rows[seq % self.slots] = data[k]
+        self.ctrl[READ_SEQ], self.ctrl[WRITE_SEQ] = read_seq, write_seq
+        self._read_seq, self._write_seq = read_seq, write_seq
 
     # --- status counters (any process may read; one process writes each) -----------------
     def set(self, counter: int, value: int) -> None:

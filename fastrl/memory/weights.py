@@ -3,7 +3,9 @@
 Header lines (one int64 per 64-byte line): ``SEQ`` (odd while the learner writes),
 ``VERSION`` (number of learner updates behind these weights), ``STOP`` (the supervisor asks
 every process to stop), ``DONE`` (the learner needs no more data), ``LEARNER_BEAT`` (the
-learner's heartbeat, monotonic ns). Then the flat float32 parameter vector.
+learner's heartbeat, monotonic ns), ``PARKED`` (the supervisor: every worker has exited after
+the run was over, so the rings and the workers' parked states are final). Then the flat
+float32 parameter vector.
 
 The learner is the only writer. A reader copies the vector between two reads of ``SEQ``
 and keeps the copy only when both reads are the same even number: a copy that overlapped a
@@ -19,8 +21,8 @@ import numpy as np
 from fastrl.memory.atomics import fence, load_acquire, store_release
 from fastrl.memory.wait import wait_until
 
-SEQ, VERSION, STOP, DONE, LEARNER_BEAT = 0, 8, 16, 24, 32
-HEADER_BYTES = 5 * 64
+SEQ, VERSION, STOP, DONE, LEARNER_BEAT, PARKED = 0, 8, 16, 24, 32, 40
+HEADER_BYTES = 6 * 64
 
 
 class SharedWeights:
@@ -90,6 +92,14 @@ class SharedWeights:
     def run_over(self) -> bool:
         """True once a stop was requested or the learner is done: workers may exit."""
         return bool(load_acquire(self.hdr, STOP) or load_acquire(self.hdr, DONE))
+
+    def mark_parked(self) -> None:
+        """Tell the learner that no worker runs any more (supervisor)."""
+        store_release(self.hdr, PARKED, 1)
+
+    def parked(self) -> bool:
+        """True once :meth:`mark_parked` was called."""
+        return bool(load_acquire(self.hdr, PARKED))
 
     def beat(self, now_ns: int) -> None:
         """Record that the learner is alive (learner)."""

@@ -38,6 +38,19 @@ class Collector:
         self.episodes = np.zeros(n, np.int64)
         self._alive = np.zeros(n, np.bool_)
 
+    def state(self) -> dict:
+        """What continues this collector's episodes in another process: the envs themselves
+        (pickled by the caller, when they can be) and the per-env episode bookkeeping."""
+        return {"envs": self.envs, "obs": self.obs, "ep_return": self.ep_return,
+                "ep_length": self.ep_length, "episodes": self.episodes}
+
+    def restore(self, state: dict) -> None:
+        """Continue from :meth:`state` (its envs replace, and close, the current ones)."""
+        self.envs.close()
+        self.envs = state["envs"]
+        for key in ("obs", "ep_return", "ep_length", "episodes"):
+            getattr(self, key)[:] = state[key]
+
     def fill(self, slot: dict[str, np.ndarray], slot_seq: int, policy_version: int) -> None:
         """Write ``len(slot['reward'])`` steps into ``slot`` (the slot numbered ``slot_seq``).
 

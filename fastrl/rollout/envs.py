@@ -25,9 +25,10 @@ class EnvContractError(EnvError):
     """An env returned something that does not match its declared spaces."""
 
 
-def env_seeds(run_seed: int, worker_id: int, num_envs: int) -> list[int]:
-    """Deterministic, distinct per-env seeds for one worker."""
-    seq = np.random.SeedSequence([run_seed, worker_id])
+def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0) -> list[int]:
+    """Deterministic, distinct per-env seeds for one worker; a restarted worker (incarnation
+    k > 0) gets fresh ones, so that it does not replay the episodes of the one it replaces."""
+    seq = np.random.SeedSequence([run_seed, worker_id, *([incarnation] if incarnation else [])])
     return [int(s) for s in seq.generate_state(num_envs, np.uint32)]
 
 

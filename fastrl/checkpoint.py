@@ -1,0 +1,238 @@
+"""Checkpoints: written atomically, verified on load, the newest K kept.
+
+A checkpoint is a folder ``RUN_DIR/checkpoints/<seq>-step<global step>/`` holding
+
+- ``learner.pt``: model, optimizer, step and update counts, schedules, RNG states
+  (``torch.load(weights_only=True)`` reads it: tensors and plain containers only);
+- ``rings.npz``: per ring, its cursors and the published slots the learner had not read yet;
+- ``worker-<i>.pkl``: a worker's envs, episode bookkeeping and RNG states, present only when
+  the worker parked at the end of the run (graceful stop or finished run) and its envs can
+  be pickled. A pickle runs code when loaded: resume only run directories you trust;
+- ``config.yaml``: the config that wrote it;
+- ``manifest.json`` (written last): versions, git SHA, config hash, env id and spaces,
+  global step, and the size and SHA-256 of every other file.
+
+Everything is written into a hidden temporary folder first, flushed, and renamed into place:
+a checkpoint folder either is complete or does not exist. A folder whose manifest is missing
+or whose files do not match it is reported and skipped when resuming.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+import fastrl
+
+CHECKPOINTS = "checkpoints"
+MANIFEST = "manifest.json"
+PARKED = ".parked"  # worker states left at the end of a run, for its final checkpoint
+FORMAT = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, corrupt, or does not fit the config it is resumed with."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A verified checkpoint folder and its manifest."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def global_step(self) -> int:
+        """Env steps trained when it was written."""
+        return int(self.manifest["global_step"])
+
+    def file(self, name: str) -> Path | None:
+        """Path of one of its files, or None when it does not hold that file."""
+        return self.path / name if name in self.manifest["files"] else None
+
+
+def checkpoints_dir(run_dir: Path | str) -> Path:
+    """Where a run keeps its checkpoints."""
+    return Path(run_dir) / CHECKPOINTS
+
+
+def parked_path(run_dir: Path | str, worker_id: int, write_seq: int) -> Path:
+    """Where a worker leaves its state when it parks after publishing ``write_seq`` slots."""
+    return checkpoints_dir(run_dir) / PARKED / f"worker-{worker_id}-{write_seq}.pkl"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str | None:
+    """The commit of the fastrl source in use, when it is a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(fastrl.__file__).parent, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and sha else None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sequence(name: str) -> int:
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def _folders(run_dir: Path | str) -> list[Path]:
+    """Checkpoint folders, newest first (temporary ones excluded)."""
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and _sequence(p.name) >= 0),
+                  key=lambda p: _sequence(p.name), reverse=True)
+
+
+def save_checkpoint(run_dir: Path | str, global_step: int,
+                    writers: dict[str, Callable[[Path], None]], info: dict[str, Any],
+                    keep: int) -> Path:
+    """Write one checkpoint atomically and delete all but the newest ``keep``.
+
+    ``writers`` maps a file name to a function that writes that file at the path it is
+    given; ``info`` goes into the manifest beside the versions, step and checksums.
+    """
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    existing = _folders(run_dir)
+    seq = _sequence(existing[0].name) + 1 if existing else 0
+    final = root / f"{seq:06d}-step{global_step}"
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    files = {}
+    for name, write in writers.items():
+        write(tmp / name)
+        _fsync(tmp / name)
+        files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
+    manifest = {
+        "format": FORMAT, "fastrl_version": fastrl.__version__, "git_sha": git_sha(),
+        "gymnasium_version": gymnasium.__version__, "torch_version": torch.__version__,
+        "numpy_version": np.__version__, "global_step": global_step,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **info, "files": files,
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    _fsync(tmp / MANIFEST)
+    os.rename(tmp, final)
+    _fsync(root)
+    for old in _folders(run_dir)[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def verify(path: Path) -> Checkpoint:
+    """Read a checkpoint's manifest and check every file against it."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        files = manifest["files"]
+        int(manifest["global_step"])
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no {MANIFEST} (incomplete write)") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: unreadable {MANIFEST} ({e})") from None
+    if manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {manifest.get('format')!r}, this "
+                              f"fastrl reads format {FORMAT}")
+    for name, meta in files.items():
+        f = path / name
+        if not f.is_file():
+            raise CheckpointError(f"{path}: {name} is missing")
+        if f.stat().st_size != meta["bytes"]:
+            raise CheckpointError(f"{path}: {name} has {f.stat().st_size} bytes, the manifest "
+                                  f"says {meta['bytes']} (truncated?)")
+        if _sha256(f) != meta["sha256"]:
+            raise CheckpointError(f"{path}: {name} does not match its SHA-256 (corrupted)")
+    return Checkpoint(path, manifest)
+
+
+def latest_valid(run_dir: Path | str) -> tuple[Checkpoint | None, list[str]]:
+    """The newest checkpoint that verifies, and one line per newer one that did not."""
+    skipped = []
+    for path in _folders(run_dir):
+        try:
+            return verify(path), skipped
+        except CheckpointError as e:
+            skipped.append(str(e))
+    return None, skipped
+
+
+def load_for_resume(run_dir: Path | str) -> tuple[Checkpoint, list[str]]:
+    """The checkpoint ``--resume`` continues from; a clear error when there is none."""
+    ckpt, skipped = latest_valid(run_dir)
+    if ckpt is None:
+        why = "".join(f"\n  {s}" for s in skipped) or " (none was written)"
+        raise CheckpointError(f"no valid checkpoint in {checkpoints_dir(run_dir)}{why}")
+    return ckpt, [f"skipped {s}; falling back to {ckpt.path.name}" for s in skipped]
+
+
+def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: Any,
+                    param_shapes: dict[str, list[int]]) -> None:
+    """Refuse to resume ``ckpt`` into a run whose env or network differs from its own."""
+    m = ckpt.manifest
+    where = f"cannot resume from {ckpt.path}"
+    if m["env_id"] != env_id:
+        raise CheckpointError(f"{where}: it trained env.id={m['env_id']!r}, the config asks "
+                              f"for env.id={env_id!r}")
+    for role, saved, now in (("observation", m["observation_space"], repr(obs_space)),
+                             ("action", m["action_space"], repr(act_space))):
+        if saved != now:
+            raise CheckpointError(f"{where}: its env had the {role} space {saved}, the env "
+                                  f"made now has {now}")
+    for name in sorted(set(m["param_shapes"]) | set(param_shapes)):
+        saved, now = m["param_shapes"].get(name), param_shapes.get(name)
+        if saved != now:
+            raise CheckpointError(
+                f"{where}: its network has {name} of shape {saved}, the config builds "
+                f"{now} (algo.hidden_sizes must stay as it was)")
+
+
+def describe_latest(run_dir: Path | str) -> str:
+    """One sentence for error messages: where the newest checkpoint is, how to resume."""
+    ckpt, _ = latest_valid(run_dir)
+    if ckpt is None:
+        return "No checkpoint was written yet, so there is nothing to resume."
+    return (f"The last checkpoint, {ckpt.path} (global step {ckpt.global_step:,}), is intact; "
+            f"resume with: python -m fastrl.train --resume {run_dir}")
