@@ -96,6 +96,7 @@ class Supervisor:
         self._restart_times: deque[float] = deque()
         self._failure: str | None = None
         self.restarts = 0
+        self._failures = 0  # worker faults, restarted or not
         self.last_checkpoint: str | None = None
 
     # --- signals ---------------------------------------------------------------------------
@@ -371,12 +372,13 @@ class Supervisor:
                               f"{KILL_WAIT_S:g} s; its ring cannot be reused")
 
     def _archive_crash(self, name: str) -> str | None:
-        """Move a replaced worker's crash report aside (``worker-1.restart-3.txt``), so the
-        next failure writes its own; returns the report."""
+        """Move a replaced worker's crash report aside (``worker-1.failure-3.txt``: the run's
+        third worker failure), so the next failure writes its own; returns the report."""
+        self._failures += 1
         report = read_crash(self.run_dir, name)
         if report is not None:
             path = crash_report_path(self.run_dir, name)
-            path.rename(path.with_suffix(f".restart-{self.restarts + 1}.txt"))
+            path.rename(path.with_suffix(f".failure-{self._failures}.txt"))
         return report
 
     def _health(self) -> dict[str, float]:

@@ -6,6 +6,7 @@ imports this module (registering the ids) in every process.
 
 from __future__ import annotations
 
+import os
 import time
 
 import gymnasium as gym
@@ -19,13 +20,14 @@ class CountEnv(gym.Env):
     metadata: dict = {"render_modes": []}
 
     def __init__(self, terminate_at: int = 0, fail_at_step: int = 0, hang_at_step: int = 0,
-                 hang_marker: str = ""):
+                 hang_marker: str = "", hang_once: bool = False):
         self.observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.terminate_at = terminate_at
         self.fail_at_step = fail_at_step
         self.hang_at_step = hang_at_step
         self.hang_marker = hang_marker
+        self.hang_once = hang_once  # hang only while hang_marker does not exist yet
         self.episode = -1
         self.t = 0
         self.total = 0
@@ -44,10 +46,15 @@ class CountEnv(gym.Env):
         self.total += 1
         if self.fail_at_step and self.total >= self.fail_at_step:
             raise RuntimeError(f"scripted failure at step {self.total}")
-        if self.hang_at_step and self.total >= self.hang_at_step:
+        if self.hang_at_step and self.total >= self.hang_at_step and not (
+                self.hang_once and os.path.exists(self.hang_marker)):
             if self.hang_marker:
                 open(self.hang_marker, "a").close()  # tell the test we are stuck now
-            time.sleep(3600)  # a simulator that stopped answering
+            try:
+                time.sleep(3600)  # a simulator that stopped answering
+            finally:  # only an exception gets here (SIGTERM via the worker), never SIGKILL
+                if self.hang_marker:
+                    open(self.hang_marker + ".interrupted", "a").close()
         terminated = bool(self.terminate_at and self.t >= self.terminate_at)
         return self._obs(), 1.0, terminated, False, {}
 
