@@ -22,7 +22,6 @@ import numpy as np
 from fastrl.checkpoint import (
     PARKED,
     Checkpoint,
-    check_resumable,
     checkpoints_dir,
     describe_latest,
 )
@@ -75,9 +74,11 @@ class RunResult:
 
 class Supervisor:
     """Runs one training job described by ``cfg`` in ``run_dir``, from scratch or continuing
-    from the checkpoint ``resume``."""
+    from the checkpoint ``resume`` (which the caller checked with
+    :func:`~fastrl.checkpoint.check_resumable` against ``plan``, then reused here)."""
 
-    def __init__(self, cfg: MainConfig, run_dir: Path, resume: Checkpoint | None = None) -> None:
+    def __init__(self, cfg: MainConfig, run_dir: Path, resume: Checkpoint | None = None,
+                 plan: RunPlan | None = None) -> None:
         self.cfg = cfg
         self.run_dir = run_dir
         self.resume = resume
@@ -85,7 +86,7 @@ class Supervisor:
         self._signal: int | None = None
         self._stop_asked = False
         self._forced = False
-        self._plan: RunPlan | None = None
+        self._plan = plan
         self._weights: SharedWeights | None = None
         self._ring_names: list[str] = []
         self._weights_name = ""
@@ -136,10 +137,7 @@ class Supervisor:
 
         Raises KeyboardInterrupt after a second stop signal, once everything is cleaned up.
         """
-        plan = self._plan = plan_run(self.cfg)
-        if self.resume:
-            check_resumable(self.resume, self.cfg.env.id, plan.obs_space, plan.act_space,
-                            {k: list(v.shape) for k, v in plan.policy().state_dict().items()})
+        plan = self._plan = self._plan or plan_run(self.cfg)
         check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
         parked_dir = checkpoints_dir(self.run_dir) / PARKED
         shutil.rmtree(parked_dir, ignore_errors=True)  # states a crashed run left behind

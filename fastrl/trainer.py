@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from fastrl.checkpoint import Checkpoint, load_for_resume
+from fastrl.checkpoint import Checkpoint, check_resumable, load_for_resume
 from fastrl.config import (
     ConfigError,
     MainConfig,
@@ -17,6 +17,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
+from fastrl.plan import RunPlan, plan_run
 from fastrl.supervisor import RunResult, Supervisor
 
 
@@ -64,21 +65,26 @@ class Trainer:
     def __init__(self, config: MainConfig | None = None) -> None:
         self.config = config or MainConfig()
         check_values(self.config)
-        self._resume: tuple[Path, Checkpoint] | None = None
+        self._resume: tuple[Path, Checkpoint, RunPlan] | None = None
 
     @classmethod
     def resume(cls, run_dir: str | Path, overrides: list[str] = ()) -> Trainer:
         """A trainer that continues ``run_dir`` from its newest valid checkpoint: same global
         step, same TensorBoard run, the run's config with ``overrides`` applied.
 
-        What it skipped (corrupt checkpoints) and every config change is printed to stderr
-        and appended to ``RUN_DIR/resume.log``.
+        A checkpoint whose env or network differs from the config's is refused
+        (:class:`~fastrl.checkpoint.CheckpointError`) before anything is written. What it
+        skipped (corrupt checkpoints) and every config change is printed to stderr and
+        appended to ``RUN_DIR/resume.log``.
         """
         run_dir = Path(run_dir)
         if not (run_dir / "config.yaml").is_file():
             raise ConfigError(f"--resume {run_dir}: not a fastrl run directory (no config.yaml)")
         config = load_config(run_dir / "config.yaml", list(overrides))
         ckpt, notes = load_for_resume(run_dir)
+        plan = plan_run(config)
+        check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
+                        {k: list(v.shape) for k, v in plan.policy().state_dict().items()})
         trained_with = load_config(ckpt.path / "config.yaml")
         changes = config_changes(trained_with, config)
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "
@@ -93,12 +99,12 @@ class Trainer:
                 log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {note}\n")
         save_config(run_dir, config)
         trainer = cls(config)
-        trainer._resume = (run_dir, ckpt)
+        trainer._resume = (run_dir, ckpt, plan)
         return trainer
 
     def fit(self) -> RunResult:
         """Run to ``algo.total_steps`` (or the target return, or a stop signal)."""
         if self._resume:
-            run_dir, ckpt = self._resume
-            return Supervisor(self.config, run_dir, ckpt).run()
+            run_dir, ckpt, plan = self._resume
+            return Supervisor(self.config, run_dir, ckpt, plan).run()
         return Supervisor(self.config, make_run_dir(self.config)).run()

@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
-import psutil
 import pytest
 from conftest import (
     ENDLESS,
