@@ -1,0 +1,116 @@
+"""Checkpoint files without processes: atomic layout, manifest, verification, fallback,
+retention, compatibility checks; dropping stale slots; config change lists; RNG states."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from fastrl.checkpoint import (
+    CheckpointError,
+    check_resumable,
+    latest_valid,
+    load_for_resume,
+    save_checkpoint,
+    verify,
+)
+from fastrl.config import config_changes, load_config
+from fastrl.learner.learner import drop_stale
+from fastrl.memory.layout import Field, SlotLayout
+from fastrl.memory.ring import Ring
+from fastrl.process import rng_state, set_rng_state
+
+INFO = {"env_id": "CartPole-v1", "observation_space": "obs", "action_space": "act",
+        "param_shapes": {"w": [4, 2]}}
+
+
+def save(run, step: int, keep: int = 3, payload: bytes = b"x" * 1000):
+    writers = {"learner.pt": lambda p: p.write_bytes(payload),
+               "rings.npz": lambda p: p.write_bytes(b"rings")}
+    return save_checkpoint(run, step, writers, INFO, keep)
+
+
+def test_manifest_records_versions_step_and_checksums(tmp_path):
+    path = save(tmp_path, 128)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert path.name == "000000-step128" and manifest["global_step"] == 128
+    for key in ("fastrl_version", "git_sha", "gymnasium_version", "torch_version", "env_id"):
+        assert key in manifest
+    assert manifest["files"]["learner.pt"]["bytes"] == 1000
+    assert len(manifest["files"]["learner.pt"]["sha256"]) == 64
+    assert verify(path).global_step == 128
+
+
+def test_only_the_newest_k_are_kept_and_temporary_folders_are_ignored(tmp_path):
+    for step in (10, 20, 30, 40):
+        save(tmp_path, step, keep=2)
+    (tmp_path / "checkpoints" / ".tmp-000009-step50-123").mkdir()  # a write cut short
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == [".tmp-000009-step50-123", "000002-step30", "000003-step40"]
+    assert latest_valid(tmp_path)[0].global_step == 40
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda p: (p / "learner.pt").write_bytes(b"x" * 10), "has 10 bytes"),
+    (lambda p: (p / "learner.pt").write_bytes(b"y" * 1000), "does not match its SHA-256"),
+    (lambda p: (p / "rings.npz").unlink(), "rings.npz is missing"),
+    (lambda p: (p / "manifest.json").unlink(), "no manifest.json"),
+    (lambda p: (p / "manifest.json").write_text("{"), "unreadable manifest.json"),
+])
+def test_damaged_newest_checkpoint_is_detected_and_skipped(tmp_path, damage, message):
+    save(tmp_path, 100)
+    damage(save(tmp_path, 200))
+    ckpt, notes = load_for_resume(tmp_path)
+    assert ckpt.global_step == 100
+    assert len(notes) == 1 and message in notes[0] and "falling back to 000000-step100" in notes[0]
+
+
+def test_no_valid_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(CheckpointError, match="none was written"):
+        load_for_resume(tmp_path)
+    (save(tmp_path, 5) / "learner.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="(?s)no valid checkpoint .*has 0 bytes"):
+        load_for_resume(tmp_path)
+
+
+def test_resume_compatibility_names_what_differs(tmp_path):
+    ckpt = verify(save(tmp_path, 1))
+    check_resumable(ckpt, "CartPole-v1", "obs", "act", {"w": [4, 2]})
+    with pytest.raises(CheckpointError, match="trained env.id='CartPole-v1'.*'Acrobot-v1'"):
+        check_resumable(ckpt, "Acrobot-v1", "obs", "act", {"w": [4, 2]})
+    with pytest.raises(CheckpointError, match="observation space obs, the env made now has o2"):
+        check_resumable(ckpt, "CartPole-v1", "o2", "act", {"w": [4, 2]})
+    with pytest.raises(CheckpointError, match=r"w of shape \[4, 2\].*\[4, 3\]"):
+        check_resumable(ckpt, "CartPole-v1", "obs", "act", {"w": [4, 3]})
+
+
+def test_stale_slots_are_dropped_and_counted_fresh_ones_kept():
+    layout = SlotLayout([Field("policy_version", (4, 2), np.dtype(np.int64))])
+    buf = memoryview(bytearray(Ring.nbytes(layout, 4)))
+    prod, cons = Ring(buf, layout, 4), Ring(buf, layout, 4)
+    for version in (3, 5, 7, 8):
+        prod.write_slot()["policy_version"][:] = version
+        prod.publish()
+    # learner at version 9, bound 2: slots of versions 3 and 5 are too old, 7 is fine
+    assert drop_stale([cons], version=9, max_lag=2) == 2
+    assert int(cons.read_slot()["policy_version"].min()) == 7 and cons.occupancy() == 2
+    assert drop_stale([cons], version=9, max_lag=2) == 0
+
+
+def test_config_changes_lists_each_changed_key():
+    a = load_config(None, [])
+    b = load_config(None, ["algo.total_steps=5", "infra.num_workers=3"])
+    assert config_changes(a, b) == ["algo.total_steps: 500000 -> 5",
+                                    "infra.num_workers: 2 -> 3"]
+    assert config_changes(a, a) == []
+
+
+def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
+    torch.save(rng_state(), tmp_path / "rng.pt")
+    first = (random.random(), np.random.rand(), torch.rand(1).item())
+    set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
