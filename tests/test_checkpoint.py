@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
 from fastrl.checkpoint import (
     CheckpointError,
@@ -24,7 +25,8 @@ from fastrl.memory.layout import Field, SlotLayout
 from fastrl.memory.ring import Ring
 from fastrl.process import rng_state, set_rng_state
 
-INFO = {"env_id": "CartPole-v1", "observation_space": "obs", "action_space": "act",
+OBS, ACT = spaces.Box(-1, 1, (4,)), spaces.Discrete(2)
+INFO = {"env_id": "CartPole-v1", "observation_space": repr(OBS), "action_space": repr(ACT),
         "param_shapes": {"w": [4, 2]}}
 
 
@@ -79,13 +81,13 @@ def test_no_valid_checkpoint_is_a_clear_error(tmp_path):
 
 def test_resume_compatibility_names_what_differs(tmp_path):
     ckpt = verify(save(tmp_path, 1))
-    check_resumable(ckpt, "CartPole-v1", "obs", "act", {"w": [4, 2]})
+    check_resumable(ckpt, "CartPole-v1", OBS, ACT, {"w": [4, 2]})
     with pytest.raises(CheckpointError, match="trained env.id='CartPole-v1'.*'Acrobot-v1'"):
-        check_resumable(ckpt, "Acrobot-v1", "obs", "act", {"w": [4, 2]})
-    with pytest.raises(CheckpointError, match="observation space obs, the env made now has o2"):
-        check_resumable(ckpt, "CartPole-v1", "o2", "act", {"w": [4, 2]})
+        check_resumable(ckpt, "Acrobot-v1", OBS, ACT, {"w": [4, 2]})
+    with pytest.raises(CheckpointError, match=r"observation space Box.*\(4,\).*has Box.*\(6,\)"):
+        check_resumable(ckpt, "CartPole-v1", spaces.Box(-1, 1, (6,)), ACT, {"w": [4, 2]})
     with pytest.raises(CheckpointError, match=r"w of shape \[4, 2\].*\[4, 3\]"):
-        check_resumable(ckpt, "CartPole-v1", "obs", "act", {"w": [4, 3]})
+        check_resumable(ckpt, "CartPole-v1", OBS, ACT, {"w": [4, 3]})
 
 
 def test_stale_slots_are_dropped_and_counted_fresh_ones_kept():
