@@ -43,7 +43,7 @@ from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
 from fastrl.process import crash_report_path, read_crash
-from fastrl.rollout.worker import WorkerSpec, run_worker
+from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.05
@@ -324,11 +324,18 @@ class Supervisor:
         """End worker ``i`` and start a new one on the same ring with fresh env seeds, unless
         the run is over or the restart budget of the window is spent (then stop the run)."""
         name, ring, infra = f"worker {i}", self._rings[i], self.cfg.infra
+        broken_env = self._procs[name].exitcode == EXIT_BROKEN_ENV
         self._end_worker(i)
         report = self._archive_crash(name)
         if self._weights.run_over():  # stopping anyway: the learner needs no more data
             self._retired.add(name)
             logger.event(step, f"{fault}; not restarted, the run is ending")
+            return
+        if broken_env:  # fastrl's own env check failed: every incarnation would fail alike
+            self._retired.add(name)
+            self._failure = f"{fault}: not restarted, the env itself is at fault\n{report}"
+            logger.event(step, f"{fault}; the env breaks its contract: stopping the run")
+            self._weights.request_stop()
             return
         now = time.monotonic()
         self._restart_times.append(now)

@@ -48,7 +48,7 @@ def test_hung_worker_is_detected_within_the_timeout_and_restarted(tmp_path, no_s
     marker = tmp_path / "stuck"
     proc = run_train([*TINY, "env.id=scripted_envs:Hang-v0", f"env.kwargs.hang_marker={marker}",
                       "env.kwargs.hang_once=true", "infra.worker_timeout_s=3",
-                      "algo.total_steps=4096"], tmp_path)
+                      "algo.total_steps=4096", "log.eval_max_steps=200"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists(), "no env hung: not a mid-run hang"
     found = re.search(r"restart 1: worker (\d) \(pid \d+\) has not made progress for (\d+) s "
@@ -77,6 +77,16 @@ def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residu
     assert f"resume with: python -m fastrl.train --resume {run}" in err
     # each failure's report kept (a last one may come from the other worker while stopping)
     assert len(list((run / "errors").glob("worker-*.failure-*.txt"))) >= 3
+
+
+def test_env_that_breaks_its_contract_is_not_restarted(tmp_path, no_shm_residue):
+    # WrongShape-v0 returns observations of the wrong shape: no restart can fix that.
+    proc = run_train([*TINY, "env.id=scripted_envs:WrongShape-v0", *ENDLESS], tmp_path)
+    assert proc.returncode == 1
+    assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
+    assert "EnvContractError: env 'scripted_envs:WrongShape-v0' returned an observation of " \
+        "shape (3,)" in proc.stderr
+    assert "restart 1" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_killed_learner_stops_the_run_and_names_the_checkpoint_to_resume(launch, tmp_path):

@@ -62,10 +62,11 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path):
     assert after[0][1] >= 0.5 * max(v for _, v in before[-2:]), (before, after)
 
 
-def test_stop_and_resume_gives_bit_identical_weights(launch, tmp_path):
-    # One worker, fixed seed: "train to S" equals "train, SIGTERM at a random moment,
+@pytest.mark.parametrize("workers", [1, 2])
+def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path):
+    # Fixed seed, max_policy_lag=0: "train to S" equals "train, SIGTERM at a random moment,
     # --resume, train to S" parameter for parameter (CPU, learner_threads=1).
-    args = [*TINY, "infra.num_workers=1", "algo.total_steps=16384", "seed=7",
+    args = [*TINY, f"infra.num_workers={workers}", "algo.total_steps=16384", "seed=7",
             "log.eval_every_steps=4096", "log.checkpoint_every_steps=2048"]
     proc = run_train([*args, "log.run_name=straight"], tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -32,7 +32,9 @@ from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
 from fastrl.rollout.actors import policy_actor, random_actor
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvContractError, env_seeds, make_env_group
+from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds, make_env_group
+
+EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 
 
 @dataclass
@@ -72,7 +74,7 @@ def run_worker(spec: WorkerSpec) -> None:
         report_crash(spec.run_dir, f"worker {spec.worker_id}", e,
                      f"worker {spec.worker_id} (incarnation {spec.incarnation}) stepping env "
                      f"{spec.plan.cfg.env.id!r}:")
-        os._exit(1)
+        os._exit(EXIT_BROKEN_ENV if isinstance(e, EnvError) else 1)
 
 
 def _terminate_on_request(ring: Ring) -> None:
