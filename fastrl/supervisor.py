@@ -24,6 +24,7 @@ from fastrl.checkpoint import (
     Checkpoint,
     checkpoints_dir,
     describe_latest,
+    parked_path,
 )
 from fastrl.config import MainConfig
 from fastrl.learner.learner import LearnerSpec, ring_shape, run_learner
@@ -47,7 +48,9 @@ from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.05
-GRACEFUL_EXIT_S = 30.0  # the learner may be evaluating and checkpointing when asked to stop
+# The learner may be evaluating, waiting up to PARK_WAIT_S (20 s) for the workers to park,
+# and checkpointing when asked to stop.
+GRACEFUL_EXIT_S = 60.0
 KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
 TERM_GRACE_S = 3.0  # a worker being restarted gets this long after SIGTERM before SIGKILL
 STARTUP_ALLOWANCE_S = 120.0  # before its first heartbeat a child imports torch, builds envs
@@ -203,7 +206,11 @@ class Supervisor:
                     ring.restore(read_seq, write_seq, saved[f"slots{i}"])
                     state = self.resume.file(f"worker-{i}.pkl")
                     if state is not None:
-                        states[i] = str(state)
+                        # A private copy: checkpoint retention may delete the folder before
+                        # the worker has read it.
+                        states[i] = str(parked_path(self.run_dir, i, -1))
+                        Path(states[i]).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(state, states[i])
                     ring.set(INCARNATION, incarnations[i] + (state is None))
                 else:
                     version = manifest["updates"]
@@ -237,7 +244,7 @@ class Supervisor:
         """Forward metrics until the learner reports its result; restart failed workers;
         raise :class:`ChildFailed` when the run cannot go on."""
         weights = self._weights
-        step, final = 0, None
+        step, final = (self.resume.global_step if self.resume else 0), None
         stop_deadline = None
         while final is None:
             step, final = self._drain(metrics, logger, step, timeout=POLL_S)
@@ -248,14 +255,20 @@ class Supervisor:
             if weights.stop_requested() and stop_deadline is None:
                 stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
             if stop_deadline is not None and time.monotonic() > stop_deadline:
-                raise ChildFailed(f"the learner did not stop within {GRACEFUL_EXIT_S:.0f} s "
-                                  "of the stop request; all processes were terminated")
+                raise ChildFailed(
+                    (f"{self._failure}\n" if self._failure else "") +
+                    f"the learner did not stop within {GRACEFUL_EXIT_S:.0f} s of the stop "
+                    "request; all processes were terminated")
             if final is None:
                 self._check_workers(logger, step)
                 step, final = self._check_learner(metrics, logger, step)
         if self._failure:
             raise ChildFailed(f"{self._failure}\n{describe_latest(self.run_dir)}")
         return step, final
+
+    def _stopping(self) -> bool:
+        """True once the run is over or a stop was asked for (even if not yet flagged)."""
+        return self._weights.run_over() or self._signal is not None or self._stop_asked
 
     def _check_learner(self, metrics, logger, step):
         """``(step, result)``: the learner's result once it exited cleanly (None before);
@@ -282,20 +295,19 @@ class Supervisor:
     def _check_workers(self, logger: MetricsLogger, step: int) -> None:
         """Restart every worker that crashed, exited early or hangs; retire those that
         ended with the run; mark the workers parked once none runs after the run is over."""
-        run_over = self._weights.run_over()
         for i in range(self.cfg.infra.num_workers):
             name = f"worker {i}"
             if name in self._retired:
                 continue
             proc = self._procs[name]
-            if proc.exitcode == 0 and run_over:
+            if proc.exitcode == 0 and self._weights.run_over():  # exit code first: no race
                 self._retired.add(name)
                 continue
             fault = self._worker_fault(i, proc)
             if fault is not None:
                 self._replace_worker(i, fault, logger, step)
-        if run_over and len(self._retired) == self.cfg.infra.num_workers and \
-                not self._weights.parked():
+        if self._weights.run_over() and len(self._retired) == self.cfg.infra.num_workers \
+                and not self._weights.parked():
             self._weights.mark_parked()
 
     def _worker_fault(self, i: int, proc) -> str | None:
@@ -327,7 +339,7 @@ class Supervisor:
         broken_env = self._procs[name].exitcode == EXIT_BROKEN_ENV
         self._end_worker(i)
         report = self._archive_crash(name)
-        if self._weights.run_over():  # stopping anyway: the learner needs no more data
+        if self._stopping():  # stopping anyway: the learner needs no more data
             self._retired.add(name)
             logger.event(step, f"{fault}; not restarted, the run is ending")
             return

@@ -104,9 +104,12 @@ def test_resume_refuses_a_different_env_or_network_and_skips_corrupt_checkpoints
     newest, _ = latest_valid(run)
     with (newest.path / "learner.pt").open("r+b") as f:
         f.truncate(100)
-    ok = resume("algo.total_steps=1280")
+    # an infra change too: the saved (unstamped) slots and worker states are set aside,
+    # the workers start fresh, and CRC checking of every new slot passes
+    ok = resume("algo.total_steps=1280", "infra.check_slots=true")
     assert ok.returncode == 0, ok.stderr
     assert "learner.pt has 100 bytes" in ok.stderr and "falling back to" in ok.stderr
-    assert "config changes: algo.total_steps: 1024 -> 1280" in ok.stderr
+    assert "config changes: algo.total_steps: 1024 -> 1280; infra.check_slots: False -> " \
+        "True" in ok.stderr
     assert last_json(ok.stdout)["global_step"] == 1280
     assert "algo.total_steps: 1024 -> 1280" in (run / "resume.log").read_text()

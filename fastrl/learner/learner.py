@@ -64,10 +64,12 @@ def gather(rings: list[Ring]) -> dict[str, np.ndarray]:
 
 def ring_shape(cfg, slot_bytes: int) -> dict:
     """What saved slots and parked worker states depend on: a resumed run restores them only
-    when all of it is unchanged."""
+    when all of it is unchanged (a lower lag bound would drop restored slots and put the
+    cursors out of step with the weights version; unstamped slots would fail a CRC check)."""
     infra = cfg.infra
     return {"num_workers": infra.num_workers, "envs_per_worker": infra.envs_per_worker,
             "rollout_len": infra.rollout_len, "ring_slots": infra.ring_slots,
+            "max_policy_lag": infra.max_policy_lag, "check_slots": infra.check_slots,
             "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs)}
 
 

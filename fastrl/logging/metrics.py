@@ -44,6 +44,7 @@ class MetricsLogger:
                                                  health="", completed=start_step)
             self._progress.start()
         self._t0 = time.monotonic()
+        self._start_step = start_step
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
         self.last_return: float | None = None
         self.steps_per_sec = 0.0
@@ -57,7 +58,7 @@ class MetricsLogger:
         now = time.monotonic()
         if self._first is None:
             self._first = (now, step)
-        t_ref, step_ref = self._first if now > self._first[0] else (self._t0, 0)
+        t_ref, step_ref = self._first if now > self._first[0] else (self._t0, self._start_step)
         self.steps_per_sec = (step - step_ref) / max(now - t_ref, 1e-9)
         if "episode/return_mean" in stats:
             self.last_return = stats["episode/return_mean"]
