@@ -35,6 +35,21 @@ class CountEnv(gym.Env):
     def _obs(self):
         return np.array([100 * self.episode + self.t], np.float32)
 
+    def _claim_hang(self) -> bool:
+        """Create the marker (tells the test we are stuck now). With ``hang_once`` only the
+        env that creates it hangs: an exclusive create, since envs in other workers reach
+        the same step at the same moment."""
+        if not self.hang_marker:
+            return True
+        if not self.hang_once:
+            open(self.hang_marker, "a").close()
+            return True
+        try:
+            os.close(os.open(self.hang_marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return False
+        return True
+
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.episode += 1
@@ -46,10 +61,7 @@ class CountEnv(gym.Env):
         self.total += 1
         if self.fail_at_step and self.total >= self.fail_at_step:
             raise RuntimeError(f"scripted failure at step {self.total}")
-        if self.hang_at_step and self.total >= self.hang_at_step and not (
-                self.hang_once and os.path.exists(self.hang_marker)):
-            if self.hang_marker:
-                open(self.hang_marker, "a").close()  # tell the test we are stuck now
+        if self.hang_at_step and self.total >= self.hang_at_step and self._claim_hang():
             try:
                 time.sleep(3600)  # a simulator that stopped answering
             finally:  # only an exception gets here (SIGTERM via the worker), never SIGKILL
