@@ -344,23 +344,19 @@ class Supervisor:
             logger.event(step, f"{fault}; not restarted, the run is ending")
             return
         if broken_env:  # fastrl's own env check failed: every incarnation would fail alike
-            self._retired.add(name)
-            self._failure = f"{fault}: not restarted, the env itself is at fault\n{report}"
-            logger.event(step, f"{fault}; the env breaks its contract: stopping the run")
-            self._weights.request_stop()
+            self._give_up(name, f"{fault}: not restarted, the env itself is at fault\n{report}",
+                          logger, step, f"{fault}; the env breaks its contract: stopping the run")
             return
         now = time.monotonic()
         self._restart_times.append(now)
         while now - self._restart_times[0] > infra.restart_window_s:
             self._restart_times.popleft()
         if len(self._restart_times) > infra.max_restarts:
-            self._retired.add(name)
-            self._failure = (
+            self._give_up(name, (
                 f"{len(self._restart_times)} worker failures within {infra.restart_window_s:g} "
                 f"s (infra.max_restarts={infra.max_restarts}); the last: {fault}"
-                + (f"\n{report.rstrip()}" if report else ""))
-            logger.event(step, f"{fault}; giving up: too many restarts, stopping the run")
-            self._weights.request_stop()
+                + (f"\n{report.rstrip()}" if report else "")),
+                logger, step, f"{fault}; giving up: too many restarts, stopping the run")
             return
         ring.set(INCARNATION, ring.get(INCARNATION) + 1)
         ring.set(HEARTBEAT_NS, 0)  # the new worker gets the start-up allowance
@@ -372,6 +368,14 @@ class Supervisor:
                      (f" [{last_line}]" if last_line and last_line not in fault else "") +
                      f"; started {name} again (pid {self._procs[name].pid}, incarnation "
                      f"{ring.get(INCARNATION)})", detail=report)
+
+    def _give_up(self, name: str, failure: str, logger: MetricsLogger, step: int,
+                 event: str) -> None:
+        """Retire worker ``name`` and stop the run; ``failure`` becomes the run's error."""
+        self._retired.add(name)
+        self._failure = failure
+        logger.event(step, event)
+        self._weights.request_stop()
 
     def _end_worker(self, i: int) -> None:
         """SIGTERM (which a worker obeys only when its ring's TERMINATE word is set), then

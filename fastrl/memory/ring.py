@@ -125,14 +125,17 @@ class Ring:
         return zlib.crc32(self._buf[base: base + self.layout.offsets["checksum"]])
 
     # --- checkpointing (no process may be using the ring) ---------------------------------
+    def _rows(self) -> np.ndarray:
+        """Every slot's raw bytes, ``[slots, slot bytes]`` uint8 (a view)."""
+        raw = np.frombuffer(self._buf, np.uint8, self.slots * self.layout.nbytes, CONTROL_BYTES)
+        return raw.reshape(self.slots, self.layout.nbytes)
+
     def pending(self) -> tuple[int, int, np.ndarray]:
         """``(read_seq, write_seq, bytes)``: the published, unreleased slots as a
         ``[write_seq - read_seq, slot bytes]`` uint8 array."""
         write_seq = self.get(WRITE_SEQ)
-        raw = np.frombuffer(self._buf, np.uint8, self.slots * self.layout.nbytes, CONTROL_BYTES)
-        rows = raw.reshape(self.slots, self.layout.nbytes)
-        return self._read_seq, write_seq, rows[[s % self.slots for s in
-                                                range(self._read_seq, write_seq)]]
+        return self._read_seq, write_seq, self._rows()[[s % self.slots for s in
+                                                        range(self._read_seq, write_seq)]]
 
     def restore(self, read_seq: int, write_seq: int, data: np.ndarray) -> None:
         """Put back what :meth:`pending` returned, before any producer or consumer starts."""
@@ -140,8 +143,7 @@ class Ring:
                 not 0 <= write_seq - read_seq <= self.slots:
             raise ValueError(f"{data.shape} bytes for slots {read_seq}..{write_seq} do not fit "
                              f"a ring of {self.slots} slots of {self.layout.nbytes} bytes")
-        raw = np.frombuffer(self._buf, np.uint8, self.slots * self.layout.nbytes, CONTROL_BYTES)
-        rows = raw.reshape(self.slots, self.layout.nbytes)
+        rows = self._rows()
         for k, seq in enumerate(range(read_seq, write_seq)):
             rows[seq % self.slots] = data[k]
         self.ctrl[READ_SEQ], self.ctrl[WRITE_SEQ] = read_seq, write_seq
