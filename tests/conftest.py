@@ -67,15 +67,19 @@ def launch(tmp_path, no_shm_residue):
     yield _launch
     for proc in started:
         try:
-            tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            tree = psutil.Process(proc.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             tree = []
-        for p in tree:
+        # The supervisor first: its children die with it (PDEATHSIG) and its resource tracker
+        # unlinks the segments; killing the tracker too would leave them in /dev/shm.
+        proc.kill()
+        proc.communicate(timeout=30)
+        _, alive = psutil.wait_procs(tree, timeout=30)
+        for p in alive:
             try:
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
-        proc.communicate(timeout=30)
         # children die with the supervisor (PDEATHSIG); give the tracker time to unlink
         deadline = time.monotonic() + 30
         while leftover_segments(f"{proc.pid}_") and time.monotonic() < deadline:
