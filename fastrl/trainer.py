@@ -17,6 +17,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
+from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
 from fastrl.supervisor import RunResult, Supervisor
 
@@ -84,7 +85,7 @@ class Trainer:
         ckpt, notes = load_for_resume(run_dir)
         plan = plan_run(config)
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
-                        {k: list(v.shape) for k, v in plan.policy().state_dict().items()})
+                        param_shapes(plan.policy()))
         trained_with = load_config(ckpt.path / "config.yaml")
         changes = config_changes(trained_with, config)
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "

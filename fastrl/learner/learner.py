@@ -20,7 +20,7 @@ from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import flat_params
+from fastrl.models.policy import flat_params, param_shapes
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
 
@@ -177,12 +177,12 @@ class Learner:
                    "config.yaml": lambda p: p.write_text(to_yaml(self.cfg))}
         for i, src in parked.items():
             writers[f"worker-{i}.pkl"] = lambda p, src=src: shutil.copyfile(src, p)
-        plan, _infra = self.spec.plan, self.cfg.infra
+        plan = self.spec.plan
         info = {
             "config_hash": config_hash(self.cfg), "env_id": self.cfg.env.id,
             "observation_space": repr(plan.obs_space), "action_space": repr(plan.act_space),
             "updates": self.version, "final": final,
-            "param_shapes": {k: list(v.shape) for k, v in self.policy.state_dict().items()},
+            "param_shapes": param_shapes(self.policy),
             "rings": ring_shape(self.cfg, plan.layout.nbytes),
             "worker_states": sorted(parked),
             "worker_incarnations": [r.get(INCARNATION) for r in self.rings],

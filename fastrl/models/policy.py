@@ -109,6 +109,11 @@ class ActorCritic(nn.Module):
         return log_prob, entropy, self.critic(x).squeeze(-1)
 
 
+def param_shapes(model: nn.Module) -> dict[str, list[int]]:
+    """Shape of every tensor of ``model``'s state dict: what a checkpoint must match."""
+    return {k: list(v.shape) for k, v in model.state_dict().items()}
+
+
 def flat_params(model: nn.Module) -> np.ndarray:
     """All parameters as one float32 vector (the layout of the shared weights segment)."""
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().numpy()
