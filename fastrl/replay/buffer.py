@@ -1,0 +1,277 @@
+"""ReplayBuffer: circular n-step transition storage filled from trajectory slots, sampled
+uniformly.
+
+Storage is preallocated numpy: ``obs``, ``action``, ``next_obs`` (obs dtype), ``reward`` (the
+n-step discounted return), ``done`` (1.0 where the window ended in a termination: no
+bootstrap), ``discount`` (``gamma ** k`` for the ``k`` rewards summed: the factor for
+bootstrapping from ``next_obs``) and ``stamp`` (the insert counter when the row was written;
+-1 for a row never written). The per-step work (n-step windows, row copies, the gather of a
+sample) is done by numba kernels; Python runs once per slot or per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from fastrl.replay.nstep import TAIL_FIELDS, insert_nstep
+from fastrl.replay.rows import as_words, sample_uniform
+
+
+class ReplayError(ValueError):
+    """A replay buffer used wrongly: a bad argument, slot or saved state, an empty buffer."""
+
+
+# storage field -> key of a sampled batch
+SAMPLED = {"obs": "obs", "action": "action", "reward": "reward", "next_obs": "next_obs",
+           "done": "done", "discount": "discount", "stamp": "stamps"}
+SLOT_KEYS = ("obs", "action", "reward", "terminated", "truncated", "final_obs",
+             "bootstrap_obs", "env_id")
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise ReplayError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+class ReplayBuffer:
+    """Uniform replay of n-step transitions built from trajectory slots.
+
+    ``num_envs``: how many envs the run has; slots name theirs by ``env_id`` in
+    ``0 .. num_envs - 1``, and each env keeps its own unfinished n-step steps between slots
+    (see :mod:`fastrl.replay.nstep`), so slots of different workers may arrive interleaved.
+    """
+
+    kind = "uniform"
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype,
+                 act_shape: tuple[int, ...], act_dtype, num_envs: int, n_step: int = 1,
+                 gamma: float = 0.99) -> None:
+        self.capacity = _positive_int("capacity", capacity)
+        self.num_envs = _positive_int("num_envs", num_envs)
+        self.n_step = _positive_int("n_step", n_step)
+        if not 0.0 < gamma <= 1.0:
+            raise ReplayError(f"gamma must be in (0, 1], got {gamma!r}")
+        self.gamma = float(gamma)
+        self.obs_shape, self.act_shape = tuple(map(int, obs_shape)), tuple(map(int, act_shape))
+        self.obs_dtype, self.act_dtype = np.dtype(obs_dtype), np.dtype(act_dtype)
+        self._cursor = self._size = self._inserted = 0
+        self.storage = self._zeros(self.capacity)
+        self.storage["stamp"][:] = -1
+        self.tail = self._zeros_tail()
+        self._store_args = tuple(
+            as_words(self.storage[k]) if k in ("obs", "action", "next_obs") else self.storage[k]
+            for k in ("obs", "action", "next_obs", "reward", "done", "discount", "stamp"))
+        self._tail_args = tuple(self._tail_words(k) for k in TAIL_FIELDS)
+        self._batches: dict[int, tuple[dict[str, np.ndarray], np.ndarray, tuple]] = {}
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def _zeros(self, rows: int) -> dict[str, np.ndarray]:
+        """Zeroed storage arrays for ``rows`` transitions."""
+        obs, act = (rows, *self.obs_shape), (rows, *self.act_shape)
+        f32 = np.float32
+        return {"obs": np.zeros(obs, self.obs_dtype), "action": np.zeros(act, self.act_dtype),
+                "next_obs": np.zeros(obs, self.obs_dtype), "reward": np.zeros(rows, f32),
+                "done": np.zeros(rows, f32), "discount": np.zeros(rows, f32),
+                "stamp": np.zeros(rows, np.int64)}
+
+    def _zeros_tail(self) -> dict[str, np.ndarray]:
+        """Zeroed per-env tails: the last ``n_step - 1`` steps of each env's stream."""
+        te = (self.num_envs, self.n_step - 1)
+        obs = np.zeros((*te, *self.obs_shape), self.obs_dtype)
+        return {"obs": obs, "action": np.zeros((*te, *self.act_shape), self.act_dtype),
+                "reward": np.zeros(te, np.float32), "terminated": np.zeros(te, np.bool_),
+                "truncated": np.zeros(te, np.bool_), "next_obs": np.zeros_like(obs),
+                "pending": np.zeros(te, np.bool_),
+                "bootstrap_obs": np.zeros((self.num_envs, *self.obs_shape), self.obs_dtype),
+                "seen": np.zeros(self.num_envs, np.bool_)}
+
+    def _tail_words(self, name: str) -> np.ndarray:
+        a = self.tail[name]
+        if name in ("obs", "action", "next_obs"):
+            return as_words(a, lead=2)
+        return as_words(a) if name == "bootstrap_obs" else a
+
+    # -- counters -------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Rows filled (at most ``capacity``)."""
+        return self._size
+
+    @property
+    def inserted(self) -> int:
+        """Transitions stored since the buffer was made: the insert counter rows are stamped
+        with."""
+        return self._inserted
+
+    def __len__(self) -> int:
+        return self._size
+
+    # -- insertion ------------------------------------------------------------------------
+
+    def add_slot(self, slot: Mapping[str, np.ndarray]) -> int:
+        """Store the transitions of one trajectory slot that are complete; returns how many.
+
+        ``slot`` holds time-major arrays as the rings do: obs ``[T, E, *obs]``, action
+        ``[T, E, *act]``, reward ``[T, E]``, terminated and truncated ``[T, E]`` bool,
+        final_obs ``[T, E, *obs]`` (read where truncated), bootstrap_obs ``[E, *obs]``,
+        env_id ``[T, E]`` (constant along T; row 0 is read). Other keys are ignored. The
+        arrays are copied, so the slot may be reused as soon as this returns.
+        """
+        args, env_ids = self._slot_args(slot)
+        count = insert_nstep(args, env_ids, self._tail_args, self._store_args, self._cursor,
+                             self._inserted, self.n_step, self.gamma)
+        self._cursor = (self._cursor + count) % self.capacity
+        self._size = min(self._size + count, self.capacity)
+        self._inserted += count
+        return count
+
+    def _slot_args(self, slot: Mapping[str, np.ndarray]) -> tuple[tuple, np.ndarray]:
+        """The slot's arrays checked, in the buffer's dtypes, as :func:`insert_nstep` takes
+        them; and the run-wide env id of every column."""
+        missing = [k for k in SLOT_KEYS if k not in slot]
+        if missing:
+            raise ReplayError(f"slot lacks {missing}; a slot needs {list(SLOT_KEYS)}")
+        reward = np.asarray(slot["reward"])
+        if reward.ndim != 2:
+            raise ReplayError(f"slot reward must be [T, E], got shape {reward.shape}")
+        te = reward.shape
+        want = {"obs": (te + self.obs_shape, self.obs_dtype),
+                "action": (te + self.act_shape, self.act_dtype),
+                "reward": (te, np.float32), "terminated": (te, np.bool_),
+                "truncated": (te, np.bool_), "final_obs": (te + self.obs_shape, self.obs_dtype),
+                "bootstrap_obs": (te[1:] + self.obs_shape, self.obs_dtype),
+                "env_id": (te, np.int64)}
+        arrays = {}
+        for key, (shape, dtype) in want.items():
+            a = np.asarray(slot[key])
+            if a.shape != shape:
+                raise ReplayError(f"slot {key!r} has shape {a.shape}, expected {shape} "
+                                  f"([T, E] = {list(te)}, obs {self.obs_shape}, action "
+                                  f"{self.act_shape})")
+            arrays[key] = np.ascontiguousarray(a, dtype)
+        env_ids = arrays.pop("env_id")[0]
+        self._check_env_ids(env_ids)
+        words = {k: as_words(arrays[k], lead=2) for k in ("obs", "action", "final_obs")}
+        args = (words["obs"], words["action"], arrays["reward"], arrays["terminated"],
+                arrays["truncated"], words["final_obs"], as_words(arrays["bootstrap_obs"]))
+        return args, env_ids
+
+    def _check_env_ids(self, env_ids: np.ndarray) -> None:
+        bad = (env_ids < 0) | (env_ids >= self.num_envs)
+        if bad.any():
+            raise ReplayError(f"slot env_id {int(env_ids[bad][0])} is outside 0 .. "
+                              f"{self.num_envs - 1} (num_envs={self.num_envs})")
+        if np.unique(env_ids).size != env_ids.size:
+            raise ReplayError(f"slot env_id repeats an env: {env_ids.tolist()}")
+
+    # -- sampling -------------------------------------------------------------------------
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``batch_size`` rows drawn uniformly with replacement.
+
+        Keys: obs, action, reward, next_obs, done, discount, indices (int64), stamps (int64:
+        pass them back with :meth:`PrioritizedReplayBuffer.update_priorities`), weights
+        (float32, all ones here). The arrays are preallocated per batch size and overwritten
+        by the next call with that size: copy or convert them before sampling again.
+        """
+        out, u, pairs = self._batch(batch_size)
+        rng.random(out=u)
+        sample_uniform(u, self._size, out["indices"], pairs)
+        return dict(out)
+
+    def _batch(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, tuple]:
+        """The output arrays for ``batch_size`` rows, the uniform draws' array, and the
+        (storage, output) word-array pairs the gather copies between."""
+        if self._size == 0:
+            raise ReplayError("cannot sample from an empty replay buffer: add slots first")
+        cached = self._batches.get(batch_size)
+        if cached is None:
+            batch_size = _positive_int("batch_size", batch_size)
+            rows = self._zeros(batch_size)
+            out = {SAMPLED[k]: rows[k] for k in SAMPLED}
+            out["indices"] = np.zeros(batch_size, np.int64)
+            out["weights"] = np.ones(batch_size, np.float32)
+            pairs = tuple((as_words(self.storage[k]), as_words(out[SAMPLED[k]]))
+                          for k in SAMPLED)
+            cached = self._batches[batch_size] = (out, np.empty(batch_size), pairs)
+        return cached
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _config(self) -> dict[str, object]:
+        """What a saved state must agree on with the buffer that loads it."""
+        return {"kind": self.kind, "capacity": self.capacity, "num_envs": self.num_envs,
+                "obs_shape": self.obs_shape, "obs_dtype": str(self.obs_dtype),
+                "act_shape": self.act_shape, "act_dtype": str(self.act_dtype),
+                "n_step": self.n_step, "gamma": self.gamma}
+
+    def _counters(self) -> dict[str, int | float]:
+        """The scalars a state holds besides the config."""
+        return {"cursor": self._cursor, "size": self._size, "inserted": self._inserted}
+
+    def _arrays(self, size: int) -> dict[str, np.ndarray]:
+        """The live arrays a state holds, storage cut to ``size`` rows."""
+        out = {k: v[:size] for k, v in self.storage.items()}
+        out.update({f"tail_{k}": v for k, v in self.tail.items()})
+        return out
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Everything that continues this buffer, as a flat dict of numpy arrays (scalars
+        0-d) for ``np.savez``: the filled rows, cursor and counters, the per-env n-step
+        tails, the config it must be loaded into (and, prioritized, the priorities)."""
+        state = {k: np.array(v, np.int64) if isinstance(v, tuple) else np.array(v)
+                 for k, v in {**self._config(), **self._counters()}.items()}
+        state.update({k: v.copy() for k, v in self._arrays(self._size).items()})
+        return state
+
+    def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
+        """Continue from :meth:`state_dict` (or ``np.load`` of a file it was saved to).
+        Raises :class:`ReplayError`, changing nothing, when the state does not fit."""
+        size = self._check_state(state)
+        for k, live in self._arrays(size).items():
+            live[...] = state[k]
+        self.storage["stamp"][size:] = -1  # rows past the saved ones hold nothing
+        self._restore_counters({k: np.asarray(state[k]).item() for k in self._counters()})
+
+    def _restore_counters(self, counters: dict[str, int | float]) -> None:
+        self._cursor, self._size = int(counters["cursor"]), int(counters["size"])
+        self._inserted = int(counters["inserted"])
+
+    def _check_state(self, state: Mapping[str, np.ndarray]) -> int:
+        """The state's row count, once the state is known to fit this buffer."""
+        kind = str(state["kind"]) if "kind" in state else None
+        if kind != self.kind:
+            raise ReplayError(f"replay state is of a {kind!r} buffer, this one is {self.kind!r}")
+        config = self._config()
+        keys = [*config, *self._counters(), *self._arrays(0)]
+        missing = [k for k in keys if k not in state]
+        if missing:
+            raise ReplayError(f"replay state lacks {missing}")
+        differ = [f"{k}: state has {_show(state[k])}, buffer has {_show(v)}"
+                  for k, v in config.items() if not _same(state[k], v)]
+        if differ:
+            raise ReplayError("replay state does not fit this buffer: " + "; ".join(differ))
+        size, cursor = int(state["size"]), int(state["cursor"])
+        if not (0 <= size <= self.capacity and 0 <= cursor < self.capacity):
+            raise ReplayError(f"replay state has size {size} and cursor {cursor}; capacity is "
+                              f"{self.capacity}")
+        for k, live in self._arrays(size).items():
+            got = np.asarray(state[k])
+            if got.shape != live.shape or got.dtype != live.dtype:
+                raise ReplayError(f"replay state {k!r} is {got.dtype}{list(got.shape)}, "
+                                  f"expected {live.dtype}{list(live.shape)}")
+        return size
+
+
+def _show(value) -> str:
+    v = np.asarray(value).tolist()
+    return repr(tuple(v) if isinstance(v, list) else v)
+
+
+def _same(saved, value) -> bool:
+    return np.asarray(saved).tolist() == np.asarray(value).tolist()
