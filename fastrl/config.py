@@ -40,11 +40,64 @@ class EnvConfig:
 
 
 @dataclass
-class AlgoConfig:
-    """PPO hyper-parameters (CleanRL's names and defaults where they exist)."""
+class ReplayConfig:
+    """Off-policy data path (dqn, sac): replay buffer and the samples-per-insert limiter."""
 
-    name: str = _f("ppo", "algorithm; none: no training, the learner only drains slots "
-                   "(collection throughput)", choices=("ppo", "none"))
+    capacity: int = _f(100_000, "transitions the replay buffer holds", gt=0)
+    batch_size: int = _f(128, "transitions per gradient update", gt=0)
+    prioritized: bool = _f(False, "prioritized replay (sum tree) instead of uniform")
+    alpha: float = _f(0.6, "priority exponent: priority = (|td| + eps) ** alpha", ge=0)
+    beta: float = _f(0.4, "importance-sampling exponent at the start, annealed linearly to 1 "
+                     "over algo.total_steps", ge=0, le=1)
+    eps: float = _f(1e-6, "added to |td| so that no priority is 0", gt=0)
+    n_step: int = _f(1, "n-step returns (cut at episode ends)", gt=0)
+    learning_starts: int = _f(10_000, "transitions collected before the first update", ge=0)
+    updates_per_step: float = _f(
+        0.25, "update-to-data ratio: gradient updates per env step collected; the learner "
+        "samples batch_size * updates_per_step transitions per transition inserted", gt=0)
+    max_ahead_steps: int = _f(
+        1024, "how far (env steps) collection may run ahead of that ratio, or training behind "
+        "it, before one side waits for the other", gt=0)
+
+
+@dataclass
+class DQNConfig:
+    """DQN: double Q, target network, dueling head, per-worker epsilon (Ape-X)."""
+
+    double: bool = _f(True, "double Q-learning: the online net picks the next action")
+    dueling: bool = _f(False, "dueling head: Q = V + A - mean(A)")
+    target_tau: float = _f(1.0, "target update: 1.0 copies the online net (hard), < 1 moves "
+                           "the target that fraction towards it (Polyak)", gt=0, le=1)
+    target_every: int = _f(500, "gradient updates between target updates (1 with Polyak)",
+                           gt=0)
+    eps_start: float = _f(1.0, "every worker's epsilon at step 0", ge=0, le=1)
+    eps_base: float = _f(0.4, "Ape-X: worker i of N ends at eps_base ** (1 + eps_alpha * i / "
+                         "(N - 1))", ge=0, le=1)
+    eps_alpha: float = _f(7.0, "Ape-X spread of the final epsilons across workers", ge=0)
+    exploration_fraction: float = _f(
+        0.5, "fraction of algo.total_steps over which epsilon decays linearly", gt=0, le=1)
+
+
+@dataclass
+class SACConfig:
+    """SAC: twin Q, tanh-squashed Gaussian actor, automatic entropy tuning."""
+
+    q_lr: float = _f(1e-3, "critic learning rate (the actor uses algo.lr)", gt=0)
+    tau: float = _f(0.005, "Polyak factor of the target critics", gt=0, le=1)
+    autotune: bool = _f(True, "tune the entropy coefficient towards target_entropy")
+    alpha: float = _f(0.2, "entropy coefficient (its start value when autotune)", gt=0)
+    target_entropy: float | None = _f(None, "entropy target (null: -action dimensions)")
+
+
+@dataclass
+class AlgoConfig:
+    """Algorithm choice and hyper-parameters (CleanRL's names and defaults where they
+    exist). The PPO keys sit at this level; ``replay``, ``dqn`` and ``sac`` hold the
+    off-policy ones."""
+
+    name: str = _f("ppo", "algorithm: ppo (on-policy), dqn (Discrete actions), sac (Box "
+                   "actions); none: no training, the learner only drains slots "
+                   "(collection throughput)", choices=("ppo", "dqn", "sac", "none"))
     random_actions: bool = _f(False, "with name=none: workers act uniformly at random "
                               "instead of running the policy")
     total_steps: int = _f(500_000, "env steps to train for", gt=0)
@@ -64,7 +117,15 @@ class AlgoConfig:
     max_grad_norm: float = _f(0.5, "gradient norm clip", gt=0)
     norm_adv: bool = _f(True, "normalise advantages per minibatch")
     target_kl: float | None = _f(None, "stop an update's epochs early past this approx-KL")
-    hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of actor and critic")
+    hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of every network")
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    sac: SACConfig = field(default_factory=SACConfig)
+
+    @property
+    def off_policy(self) -> bool:
+        """True for the algorithms that learn from a replay buffer."""
+        return self.name in ("dqn", "sac")
 
 
 @dataclass
@@ -220,8 +281,7 @@ def _section_type(section: str) -> type | None:
 
 def check_values(cfg: MainConfig) -> None:
     """Enforce each field's ``gt``/``ge``/``le``/``choices`` metadata and cross-field rules."""
-    for section in (cfg.env, cfg.algo, cfg.infra, cfg.log, cfg):
-        prefix = "" if section is cfg else _section_name(cfg, section) + "."
+    for prefix, section in _sections(cfg):
         for f in fields(section):
             value = getattr(section, f.name)
             if value is None or is_dataclass(value):
@@ -230,7 +290,7 @@ def check_values(cfg: MainConfig) -> None:
             if problem:
                 raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
     mb = cfg.algo.num_minibatches
-    if cfg.batch_size % mb or cfg.batch_size // mb < 2:
+    if cfg.algo.name == "ppo" and (cfg.batch_size % mb or cfg.batch_size // mb < 2):
         raise ConfigError(
             f"config key 'algo.num_minibatches={mb}' must divide the batch "
             f"num_workers*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
@@ -246,8 +306,22 @@ def check_values(cfg: MainConfig) -> None:
         )
 
 
-def _section_name(cfg: MainConfig, section: Any) -> str:
-    return next(f.name for f in fields(cfg) if getattr(cfg, f.name) is section)
+    replay, slot = cfg.algo.replay, cfg.infra.rollout_len * cfg.infra.envs_per_worker
+    if cfg.algo.off_policy and replay.capacity < max(replay.batch_size, slot):
+        raise ConfigError(
+            f"config key 'algo.replay.capacity={replay.capacity}' must hold at least one "
+            f"batch (algo.replay.batch_size={replay.batch_size}) and one slot "
+            f"(infra.rollout_len*infra.envs_per_worker={slot})"
+        )
+
+
+def _sections(node: Any, prefix: str = "") -> Any:
+    """``(dotted prefix, dataclass)`` of ``node`` and every section nested in it."""
+    yield prefix, node
+    for f in fields(node):
+        sub = getattr(node, f.name)
+        if is_dataclass(sub):
+            yield from _sections(sub, f"{prefix}{f.name}.")
 
 
 def _bound_problem(value: Any, meta: Any) -> str | None:

@@ -10,12 +10,15 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 import torch
+from torch import nn
 
-from fastrl.config import ConfigError, MainConfig
+from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import ActorCritic
+from fastrl.models.qnet import QNetwork
+from fastrl.models.sac import SquashedGaussianActor
 from fastrl.rollout.envs import make_env_group
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
@@ -52,9 +55,19 @@ class RunPlan:
         """False for ``algo.name=none``: workers never wait for new weights."""
         return self.cfg.algo.name != "none"
 
-    def policy(self) -> ActorCritic:
+    def policy(self) -> nn.Module:
         """A freshly initialised policy of this run's architecture (on the CPU)."""
-        return ActorCritic(self.obs_space, self.act_space, self.cfg.algo.hidden_sizes)
+        return make_policy(self.cfg.algo, self.obs_space, self.act_space)
+
+
+def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space) -> nn.Module:
+    """The network workers act with and whose weights the learner publishes: the actor-critic
+    (ppo, none), the Q-network (dqn) or the squashed Gaussian actor (sac)."""
+    if algo.name == "dqn":
+        return QNetwork(obs_space, act_space, algo.hidden_sizes, algo.dqn.dueling)
+    if algo.name == "sac":
+        return SquashedGaussianActor(obs_space, act_space, algo.hidden_sizes)
+    return ActorCritic(obs_space, act_space, algo.hidden_sizes)
 
 
 def resolve_device(requested: str) -> str:
@@ -74,6 +87,5 @@ def plan_run(cfg: MainConfig) -> RunPlan:
     env.close()
     infra = cfg.infra
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker)
-    num_params = sum(p.numel() for p in
-                     ActorCritic(obs_space, act_space, cfg.algo.hidden_sizes).parameters())
+    num_params = sum(p.numel() for p in make_policy(cfg.algo, obs_space, act_space).parameters())
     return RunPlan(cfg, obs_space, act_space, layout, num_params, resolve_device(infra.device))

@@ -49,6 +49,14 @@ class PPO:
         self.cfg = cfg
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
 
+    def state_dict(self) -> dict:
+        """What continues training besides the policy's weights."""
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.optimizer.load_state_dict(state["optimizer"])
+
     @torch.no_grad()
     def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(advantages, returns)`` of a batch, bootstrapping as the module doc says."""

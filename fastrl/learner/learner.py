@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fastrl.algos.ppo import PPO
+from fastrl.algos import make_algo
 from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
 from fastrl.evaluation import evaluate
+from fastrl.learner.offpolicy import ReplayFeed
 from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
@@ -24,7 +25,8 @@ from fastrl.models.policy import flat_params, param_shapes
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
 
-REPORT_EVERY_S = 0.5  # metrics rate of the drain loop
+REPORT_EVERY_S = 0.5  # metrics rate of the drain and off-policy loops
+MAX_UPDATES_PER_ROUND = 64  # off-policy: updates between looks at the rings and schedule
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
 
 
@@ -88,18 +90,29 @@ def drop_stale(rings: list[Ring], version: int, max_lag: int) -> int:
 def episode_stats(batch: dict[str, np.ndarray]) -> dict[str, float]:
     """Return/length statistics of the episodes that ended inside the batch."""
     done = batch["terminated"] | batch["truncated"]
-    if not done.any():
+    return ended_episode_stats(batch["episode_return"][done], batch["episode_length"][done])
+
+
+def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]:
+    """``episode/*`` statistics of ended episodes' returns and lengths (none: empty)."""
+    if not len(ret):
         return {}
-    ret, length = batch["episode_return"][done], batch["episode_length"][done]
     return {
         "episode/return_mean": float(ret.mean()), "episode/return_std": float(ret.std()),
         "episode/return_min": float(ret.min()), "episode/return_max": float(ret.max()),
-        "episode/length_mean": float(length.mean()), "episode/count": int(done.sum()),
+        "episode/length_mean": float(length.mean()), "episode/count": len(ret),
     }
 
 
+def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
 class Learner:
-    """Owns the model and the PPO state; talks to workers only through shared memory."""
+    """Owns the model and the algorithm's state; talks to workers only through shared
+    memory. On-policy (PPO) it trains on one slot from every worker per update; off-policy
+    (DQN, SAC) it feeds slots into a replay buffer and trains on samples of it."""
 
     def __init__(self, spec: LearnerSpec, metrics: Queue) -> None:
         plan = spec.plan
@@ -108,9 +121,12 @@ class Learner:
         seed_everything(cfg.seed)
         self.device = torch.device(plan.device)
         self.policy = plan.policy().to(self.device)
-        self.ppo = PPO(self.policy, cfg.algo) if plan.trains else None
+        self.algo = make_algo(cfg.algo, self.policy, plan.obs_space, plan.act_space,
+                              self.device) if plan.trains else None
         self._shms = [attach(n) for n in spec.ring_names]
         self.rings = [Ring(s.buf, plan.layout, cfg.infra.ring_slots) for s in self._shms]
+        self.feed = ReplayFeed(cfg, plan.obs_space, plan.act_space, self.rings, self.device,
+                               cfg.seed) if cfg.algo.off_policy else None
         self._weights_shm = attach(spec.weights_name)
         self.weights = SharedWeights(self._weights_shm.buf, plan.num_params)
         self.version = 0
@@ -120,6 +136,9 @@ class Learner:
         self.next_checkpoint = cfg.log.checkpoint_every_steps
         self.last_eval: dict[str, float] | None = None
         self.eval_step = -1
+        self._window: dict[str, float] = {}  # off-policy: update statistics summed since the
+        self._window_updates = 0  # last report, and how many updates they cover
+        self._next_report = time.monotonic()
         if spec.resume:
             self._restore(Path(spec.resume) / "learner.pt")
 
@@ -130,9 +149,15 @@ class Learner:
     def _restore(self, path: Path) -> None:
         state = torch.load(path, map_location=self.device, weights_only=True)
         self.policy.load_state_dict(state["model"])
-        self.ppo.optimizer.load_state_dict(state["optimizer"])
+        self.algo.load_state_dict(state["algo"])
         for key in self.SCHEDULE:
             setattr(self, key, state[key])
+        if self.feed:
+            feed = self.feed
+            with np.load(path.parent / "replay.npz") as replay:
+                feed.buffer.load_state_dict(dict(replay))
+            feed.inserted, feed.sampled = state["replay"]["inserted"], state["replay"]["sampled"]
+            feed.rng.bit_generator.state = state["replay"]["rng"]
         # A config resumed with another interval continues on the new one.
         log = self.cfg.log
         self.next_eval = min(self.next_eval, self.global_step + log.eval_every_steps)
@@ -161,22 +186,24 @@ class Learner:
                 time.sleep(0.01)
         parked = self._parked_states() if final else {}
         pending = [r.pending() for r in self.rings]
-        state = {"model": self.policy.state_dict(), "optimizer": self.ppo.optimizer.state_dict(),
+        state = {"model": self.policy.state_dict(), "algo": self.algo.state_dict(),
                  "rng": rng_state(), "normalizer": None,  # no observation normalisation yet
                  **{key: getattr(self, key) for key in self.SCHEDULE}}
 
-        def write_rings(path: Path) -> None:
-            arrays = {}
-            for i, (read_seq, write_seq, data) in enumerate(pending):
-                arrays[f"seqs{i}"] = np.array([read_seq, write_seq], np.int64)
-                arrays[f"slots{i}"] = data
-            with path.open("wb") as f:
-                np.savez(f, **arrays)
-
-        writers = {"learner.pt": lambda p: torch.save(state, p), "rings.npz": write_rings,
+        rings = {}
+        for i, (read_seq, write_seq, data) in enumerate(pending):
+            rings[f"seqs{i}"] = np.array([read_seq, write_seq], np.int64)
+            rings[f"slots{i}"] = data
+        writers = {"learner.pt": lambda p: torch.save(state, p),
+                   "rings.npz": lambda p: _savez(p, rings),
                    "config.yaml": lambda p: p.write_text(to_yaml(self.cfg))}
         for i, src in parked.items():
             writers[f"worker-{i}.pkl"] = lambda p, src=src: shutil.copyfile(src, p)
+        if self.feed:
+            feed = self.feed
+            state["replay"] = {"inserted": feed.inserted, "sampled": feed.sampled,
+                               "rng": feed.rng.bit_generator.state}
+            writers["replay.npz"] = lambda p: _savez(p, feed.buffer.state_dict())
         plan = self.spec.plan
         info = {
             "config_hash": config_hash(self.cfg), "env_id": self.cfg.env.id,
@@ -244,7 +271,7 @@ class Learner:
         lag = self.version - int(batch["policy_version"].min())
         tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
-        stats = self.ppo.update(tensors, lr)
+        stats = self.algo.update(tensors, lr)
         self.version += 1
         self._publish()
         self.global_step += batch["reward"].size
@@ -252,6 +279,45 @@ class Learner:
         stats.update(episode_stats(batch), lr=lr, policy_lag=lag, ring_occupancy=occupancy,
                      policy_version=self.version, dropped_stale_slots=self.dropped_slots)
         self.metrics.put(("update", self.global_step, stats))
+
+    def _offpolicy_round(self) -> None:
+        """Ingest the slots the rate limiter admits, take the updates it admits (at most
+        MAX_UPDATES_PER_ROUND, so evaluation and checkpoints stay on schedule), publish the
+        new weights; wait for a slot when neither is possible."""
+        feed = self.feed
+        ingested = feed.ingest()
+        self.global_step = feed.inserted
+        updates = 0
+        while updates < MAX_UPDATES_PER_ROUND and feed.can_train():
+            stats, td_abs = self.algo.update(feed.sample())
+            feed.update_priorities(td_abs)
+            for key, value in stats.items():
+                self._window[key] = self._window.get(key, 0.0) + value
+            updates += 1
+        if updates:
+            self.version += updates
+            self._publish()
+            self._window_updates += updates
+        elif not ingested:
+            wait_until(lambda: any(r.has_ready_slot() for r in self.rings), self._should_stop)
+        self.weights.beat(time.monotonic_ns())
+
+    def _report_offpolicy(self) -> None:
+        """One ``update`` metrics message for the updates since the last one: their mean
+        losses, the episodes that ended, replay fill, sample age, samples per insert and
+        policy lag (updates between the weights a slot was collected with and now)."""
+        feed, n = self.feed, max(1, self._window_updates)
+        stats = {k: v / n for k, v in self._window.items()}
+        stats.update(feed.stats(), policy_version=self.version)
+        if feed.returns:
+            stats.update(ended_episode_stats(np.concatenate(feed.returns),
+                                             np.concatenate(feed.lengths)))
+        if feed.oldest_version is not None:
+            stats["policy_lag"] = self.version - feed.oldest_version
+        self.metrics.put(("update", self.global_step, stats))
+        feed.reset_window()
+        self._window, self._window_updates = {}, 0
+        self._next_report = time.monotonic() + REPORT_EVERY_S
 
     def drain(self) -> None:
         """``algo.name=none``: release every slot as soon as it is published and count its
@@ -287,8 +353,12 @@ class Learner:
         try:
             if self.global_step >= self.next_eval:  # resumed from a stop during an evaluation
                 self._evaluate()
+            step = self._offpolicy_round if self.feed else self._update
             while self.global_step < algo.total_steps and not self._solved():
-                self._update()
+                step()
+                if self.feed and (self.global_step >= algo.total_steps or
+                                  time.monotonic() >= self._next_report):
+                    self._report_offpolicy()  # (throttled: updates come by the thousand)
                 if self.global_step >= self.next_eval:
                     self._evaluate()
                 if self.next_checkpoint <= self.global_step < algo.total_steps:

@@ -20,13 +20,34 @@ def _layer(n_in: int, n_out: int, std: float) -> nn.Linear:
     return layer
 
 
-def _mlp(n_in: int, hidden: list[int], n_out: int, out_std: float) -> nn.Sequential:
+def mlp(n_in: int, hidden: list[int], n_out: int, out_std: float,
+        activation: type[nn.Module] = nn.Tanh) -> nn.Sequential:
+    """Orthogonally initialised MLP; ``out_std`` scales the output layer's init."""
     layers: list[nn.Module] = []
     for h in hidden:
-        layers += [_layer(n_in, h, np.sqrt(2)), nn.Tanh()]
+        layers += [_layer(n_in, h, np.sqrt(2)), activation()]
         n_in = h
     layers.append(_layer(n_in, n_out, out_std))
     return nn.Sequential(*layers)
+
+
+class ObsFeatures(nn.Module):
+    """Observations as the ring stores them -> float feature vectors: one-hot for Discrete,
+    flattened for Box, with any number of leading batch dimensions. Has no parameters."""
+
+    def __init__(self, obs_space: spaces.Space) -> None:
+        super().__init__()
+        discrete = isinstance(obs_space, spaces.Discrete)
+        self._one_hot = int(obs_space.n) if discrete else 0
+        self._start = int(obs_space.start) if discrete else 0
+        self._ndim = len(obs_space.shape or ())
+        self.size = self._one_hot or int(np.prod(obs_space.shape))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._one_hot:
+            return nn.functional.one_hot(obs.long() - self._start, self._one_hot).float()
+        batch = obs.shape[: obs.dim() - self._ndim]
+        return obs.reshape(*batch, -1).float()
 
 
 class ActorCritic(nn.Module):
@@ -36,12 +57,9 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int]):
         super().__init__()
-        discrete_obs = isinstance(obs_space, spaces.Discrete)
-        self._one_hot = int(obs_space.n) if discrete_obs else 0
-        self._obs_start = int(obs_space.start) if discrete_obs else 0
+        self._features = ObsFeatures(obs_space)
         self._act_start = 0  # Discrete(n, start): the network's classes are 0..n-1
-        self._obs_ndim = len(obs_space.shape or ())
-        n_obs = self._one_hot or int(np.prod(obs_space.shape))
+        n_obs = self._features.size
         if isinstance(act_space, spaces.Discrete):
             self.continuous = False
             n_out = int(act_space.n)
@@ -55,14 +73,8 @@ class ActorCritic(nn.Module):
                 f"the PPO policy acts in Discrete or Box action spaces, not {act_space}"
             )
         self.act_shape = tuple(act_space.shape or ())
-        self.actor = _mlp(n_obs, hidden, n_out, 0.01)
-        self.critic = _mlp(n_obs, hidden, 1, 1.0)
-
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        if self._one_hot:
-            return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
-        batch = obs.shape[: obs.dim() - self._obs_ndim]
-        return obs.reshape(*batch, -1).float()
+        self.actor = mlp(n_obs, hidden, n_out, 0.01)
+        self.critic = mlp(n_obs, hidden, 1, 1.0)
 
     def _dist(self, x: torch.Tensor) -> Distribution:
         out = self.actor(x)

@@ -30,7 +30,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
-from fastrl.rollout.actors import policy_actor, random_actor
+from fastrl.rollout.actors import EpsilonGreedy, apex_epsilon, policy_actor, random_actor
 from fastrl.rollout.collector import Collector
 from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds, make_env_group
 
@@ -134,8 +134,12 @@ def _worker_loop(spec: WorkerSpec) -> None:
 
     policy = plan.policy()
     params = np.empty(plan.num_params, np.float32)
-    if cfg.algo.random_actions:
-        act = random_actor(plan.act_space, n, sampling_seed)
+    algo = cfg.algo
+    explore = random_actor(plan.act_space, n, sampling_seed)
+    if algo.random_actions:
+        act = explore
+    elif algo.name == "dqn":
+        act = EpsilonGreedy(policy, plan.act_space, sampling_seed)
     else:
         act = policy_actor(policy)
     collector = Collector(envs, act, spec.worker_id * n, infra.num_workers * n, beat)
@@ -154,12 +158,21 @@ def _worker_loop(spec: WorkerSpec) -> None:
                 raise Stopped
             wait_until(ring.has_free_slot, should_stop)
             # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
-            needed = max(0, ring.write_seq - infra.max_policy_lag) if plan.trains else 0
+            # Off-policy workers never wait: they act with the newest weights they have.
+            on_policy = plan.trains and not algo.off_policy
+            needed = max(0, ring.write_seq - infra.max_policy_lag) if on_policy else 0
             wait_until(lambda n=needed: weights.version(should_stop) >= n, should_stop)
             if weights.version(should_stop) != version:
                 version = weights.read_into(params, should_stop)
                 load_flat_params(policy, params)
                 ring.set(VERSION_SEEN, version)
+            if algo.off_policy:
+                # Until the learner's first update its weights are noise: act at random.
+                collector.act = explore if version == 0 else act
+                if isinstance(act, EpsilonGreedy):
+                    act.epsilon = apex_epsilon(algo.dqn, spec.worker_id, infra.num_workers,
+                                               base[STEPS] * infra.num_workers,
+                                               algo.total_steps)
             collector.fill(ring.write_slot(), ring.write_seq, version)
             if infra.check_slots:
                 ring.stamp()

@@ -1,0 +1,81 @@
+"""DQN on replay batches: double Q, target network (hard or Polyak), n-step targets, and
+importance weights for prioritized replay (CleanRL's dqn.py, plus what Rainbow kept).
+
+A batch holds ``obs, action, reward, next_obs, done, discount, weights``: ``reward`` is the
+n-step discounted return, ``discount`` is ``gamma ** k`` for the ``k`` rewards summed, and
+``done`` is 1 where the window ended in a termination (no bootstrap). Truncated windows
+bootstrap from their real final observation, which the replay buffer stored as ``next_obs``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from fastrl.config import AlgoConfig
+from fastrl.models.qnet import QNetwork
+
+
+def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target <- tau * online + (1 - tau) * target`` (tau = 1 copies)."""
+    with torch.no_grad():
+        for t, o in zip(target.parameters(), online.parameters()):
+            t.lerp_(o, tau)
+
+
+class DQN:
+    """Owns the target network and the optimizer; :meth:`update` takes one gradient step."""
+
+    def __init__(self, q: QNetwork, cfg: AlgoConfig) -> None:
+        self.q = q
+        self.cfg = cfg
+        self.target = copy.deepcopy(q).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(q.parameters(), lr=cfg.lr, fused=True)
+        self.updates = 0
+
+    @torch.no_grad()
+    def targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``r + discount * (1 - done) * Q_target(s', a*)``; ``a*`` from the online net when
+        double Q-learning, from the target net otherwise."""
+        next_q = self.target(batch["next_obs"])
+        if self.cfg.dqn.double:
+            best = self.q(batch["next_obs"]).argmax(-1, keepdim=True)
+            next_value = next_q.gather(-1, best).squeeze(-1)
+        else:
+            next_value = next_q.max(-1).values
+        return batch["reward"] + batch["discount"] * (1 - batch["done"]) * next_value
+
+    def update(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, float], torch.Tensor]:
+        """One gradient step on an importance-weighted Huber TD loss; returns the statistics
+        and the absolute TD errors (new priorities for prioritized replay)."""
+        cfg = self.cfg
+        y = self.targets(batch)
+        action = self.q.action_index(batch["action"]).unsqueeze(-1)
+        q_taken = self.q(batch["obs"]).gather(-1, action).squeeze(-1)
+        td = y - q_taken
+        loss = (batch["weights"] * nn.functional.huber_loss(q_taken, y, reduction="none")).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % cfg.dqn.target_every == 0:
+            polyak(self.target, self.q, cfg.dqn.target_tau)
+        td_abs = td.detach().abs()
+        names = ("q_loss", "q_mean", "td_abs_mean", "grad_norm")
+        values = torch.stack([loss.detach(), q_taken.detach().mean(), td_abs.mean(),
+                              grad_norm.detach()]).tolist()
+        return dict(zip(names, values)), td_abs
+
+    def state_dict(self) -> dict:
+        """What continues training besides the online network's weights."""
+        return {"target": self.target.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = state["updates"]

@@ -1,0 +1,91 @@
+"""Soft Actor-Critic for Box actions on replay batches (CleanRL's sac_continuous_action.py):
+twin Q critics with Polyak targets, a tanh-squashed Gaussian actor, and automatic tuning of
+the entropy coefficient towards ``-|A|``. Batches are those of fastrl.algos.dqn (n-step
+``reward``, ``discount``, ``done``, importance ``weights``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from fastrl.algos.dqn import polyak
+from fastrl.config import AlgoConfig
+from fastrl.models.sac import SquashedGaussianActor, TwinQ
+
+
+class SAC:
+    """Owns the critics, their targets, the entropy coefficient and the optimizers;
+    :meth:`update` takes one critic, actor and temperature step."""
+
+    def __init__(self, actor: SquashedGaussianActor, critic: TwinQ, cfg: AlgoConfig) -> None:
+        sac = cfg.sac
+        self.actor, self.critic, self.cfg = actor, critic, cfg
+        self.target = copy.deepcopy(critic).requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=cfg.lr, fused=True)
+        self.critic_opt = torch.optim.Adam(critic.parameters(), lr=sac.q_lr, fused=True)
+        device = next(actor.parameters()).device
+        self.log_alpha = torch.tensor(float(np.log(sac.alpha)), device=device,
+                                      requires_grad=sac.autotune)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.q_lr, fused=True)
+        n_act = int(np.prod(actor.act_shape))
+        self.target_entropy = -float(n_act) if sac.target_entropy is None \
+            else sac.target_entropy
+
+    def _flat(self, action: torch.Tensor) -> torch.Tensor:
+        return action.reshape(action.shape[0], -1).float()
+
+    def update(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, float], torch.Tensor]:
+        """One step of each loss; returns the statistics and the mean absolute TD error of
+        the two critics (new priorities for prioritized replay)."""
+        alpha = self.log_alpha.exp().detach()
+        with torch.no_grad():
+            next_action, next_logp = self.actor.sample(batch["next_obs"])
+            q1_next, q2_next = self.target(batch["next_obs"], next_action)
+            soft_next = torch.min(q1_next, q2_next) - alpha * next_logp
+            y = batch["reward"] + batch["discount"] * (1 - batch["done"]) * soft_next
+        q1, q2 = self.critic(batch["obs"], self._flat(batch["action"]))
+        w = batch["weights"]
+        q_loss = 0.5 * (w * ((q1 - y) ** 2 + (q2 - y) ** 2)).mean()
+        self.critic_opt.zero_grad()
+        q_loss.backward()
+        self.critic_opt.step()
+
+        action, logp = self.actor.sample(batch["obs"])
+        q1_pi, q2_pi = self.critic(batch["obs"], action)
+        actor_loss = (alpha * logp - torch.min(q1_pi, q2_pi)).mean()
+        self.actor_opt.zero_grad()
+        actor_loss.backward()  # also reaches the critic's grads; zeroed before its next step
+        self.actor_opt.step()
+
+        if self.cfg.sac.autotune:
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad()
+            alpha_loss.backward()
+            self.alpha_opt.step()
+        polyak(self.target, self.critic, self.cfg.sac.tau)
+
+        td_abs = 0.5 * ((q1 - y).abs() + (q2 - y).abs()).detach()
+        names = ("q_loss", "actor_loss", "alpha", "entropy", "q_mean")
+        values = torch.stack([q_loss.detach(), actor_loss.detach(), alpha, -logp.detach().mean(),
+                              q1.detach().mean()]).tolist()
+        return dict(zip(names, values)), td_abs
+
+    def state_dict(self) -> dict:
+        """What continues training besides the actor's weights."""
+        return {"critic": self.critic.state_dict(), "target": self.target.state_dict(),
+                "log_alpha": self.log_alpha.detach().clone(),
+                "actor_opt": self.actor_opt.state_dict(),
+                "critic_opt": self.critic_opt.state_dict(),
+                "alpha_opt": self.alpha_opt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.critic.load_state_dict(state["critic"])
+        self.target.load_state_dict(state["target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        for key in ("actor_opt", "critic_opt", "alpha_opt"):
+            getattr(self, key).load_state_dict(state[key])

@@ -1,0 +1,158 @@
+"""The learner's off-policy data path: ring slots -> replay buffer -> training batches, paced
+by a samples-per-insert rate limiter.
+
+Workers never wait for new weights in off-policy runs; the only brake on collection is the
+ring: a slot the learner has not ingested stays in its ring, and a worker whose ring is full
+waits. The learner ingests a slot only while collection is at most ``max_ahead_steps`` env
+steps ahead of the configured update-to-data ratio, and trains only while training is at
+most that far ahead of it (Reverb's ``SampleToInsertRatio`` with an error buffer). So it
+neither trains on a starved buffer nor lets collection run arbitrarily far ahead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fastrl.config import MainConfig
+from fastrl.memory.layout import storage_of
+from fastrl.memory.ring import Ring
+from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer, linear_schedule
+
+
+class RateLimiter:
+    """Keeps ``sampled`` within ``error`` samples of ``ratio * (inserted - min_inserts)``.
+
+    ``error`` is raised to at least ``(batch + ratio * slot) / 2``: with less, a state exists
+    where neither a batch may be sampled nor a slot inserted, and the run would stall.
+    """
+
+    def __init__(self, ratio: float, min_inserts: int, error: float, batch: int,
+                 slot: int) -> None:
+        self.ratio, self.min_inserts = ratio, min_inserts
+        self.error = max(error, (batch + ratio * slot) / 2)
+
+    def _lead(self, inserted: int, sampled: int) -> float:
+        """Samples owed to the inserts so far (positive: training is behind)."""
+        return self.ratio * (inserted - self.min_inserts) - sampled
+
+    def can_sample(self, inserted: int, sampled: int, n: int) -> bool:
+        """May ``n`` more transitions be sampled?"""
+        return inserted >= self.min_inserts and self._lead(inserted, sampled) + self.error >= n
+
+    def can_insert(self, inserted: int, sampled: int, n: int) -> bool:
+        """May ``n`` more transitions be inserted?"""
+        return inserted + n <= self.min_inserts or \
+            self._lead(inserted + n, sampled) <= self.error
+
+
+def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
+    """The replay buffer ``cfg.algo.replay`` describes, sized from the env spaces."""
+    rc, infra = cfg.algo.replay, cfg.infra
+    obs_shape, obs_dtype = storage_of(obs_space, "observation")
+    act_shape, act_dtype = storage_of(act_space, "action")
+    args = (rc.capacity, obs_shape, obs_dtype, act_shape, act_dtype,
+            infra.num_workers * infra.envs_per_worker, rc.n_step, cfg.algo.gamma)
+    if rc.prioritized:
+        return PrioritizedReplayBuffer(*args, alpha=rc.alpha, eps=rc.eps)
+    return ReplayBuffer(*args)
+
+
+class ReplayFeed:
+    """Moves slots from the rings into the replay buffer and draws training batches, as the
+    rate limiter allows; counts what the learner logs about it."""
+
+    def __init__(self, cfg: MainConfig, obs_space, act_space, rings: list[Ring],
+                 device: torch.device, seed: int) -> None:
+        rc, infra = cfg.algo.replay, cfg.infra
+        self.cfg, self.rings, self.device = cfg, rings, device
+        self.buffer = make_buffer(cfg, obs_space, act_space)
+        self.slot_steps = infra.rollout_len * infra.envs_per_worker
+        self.limiter = RateLimiter(rc.batch_size * rc.updates_per_step,
+                                   max(rc.learning_starts, rc.batch_size),
+                                   rc.batch_size * rc.updates_per_step * rc.max_ahead_steps,
+                                   rc.batch_size, self.slot_steps)
+        self.beta = linear_schedule(rc.beta, 1.0, cfg.algo.total_steps)
+        self.rng = np.random.default_rng(seed)
+        self.inserted = 0  # env steps ingested (the limiter's inserts; the global step)
+        self.sampled = 0  # transitions drawn for training
+        self._batch: dict[str, np.ndarray] | None = None
+        self._turn = 0  # the ring whose slot is ingested next
+        self.reset_window()
+
+    def reset_window(self) -> None:
+        """Start a new reporting window of episode ends and policy lags."""
+        self.returns: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+        self.oldest_version: int | None = None
+
+    def ingest(self) -> int:
+        """Copy ready slots into the buffer, and release them, while the limiter admits them
+        and ``algo.total_steps`` is not reached; returns the env steps ingested.
+
+        The rings take turns, one slot each, and the turn carries over to the next call:
+        draining the first ring while the limiter admits would starve the others (their
+        workers would wait on full rings for good).
+        """
+        steps, idle, n = 0, 0, len(self.rings)
+        while idle < n:
+            ring = self.rings[self._turn]
+            self._turn = (self._turn + 1) % n
+            if not (self.inserted < self.cfg.algo.total_steps and ring.has_ready_slot() and
+                    self.limiter.can_insert(self.inserted, self.sampled, self.slot_steps)):
+                idle += 1
+                continue
+            idle = 0
+            slot = ring.read_slot()
+            if self.cfg.infra.check_slots:
+                ring.verify()
+            self.buffer.add_slot(slot)
+            self._note_episodes(slot)
+            ring.release()
+            self.inserted += self.slot_steps
+            steps += self.slot_steps
+        return steps
+
+    def _note_episodes(self, slot: dict[str, np.ndarray]) -> None:
+        done = slot["terminated"] | slot["truncated"]
+        if done.any():
+            self.returns.append(slot["episode_return"][done])
+            self.lengths.append(slot["episode_length"][done])
+        version = int(slot["policy_version"].min())
+        if self.oldest_version is None or version < self.oldest_version:
+            self.oldest_version = version
+
+    def can_train(self) -> bool:
+        """True when the limiter admits one more batch."""
+        return self.limiter.can_sample(self.inserted, self.sampled,
+                                       self.cfg.algo.replay.batch_size)
+
+    def sample(self) -> dict[str, torch.Tensor]:
+        """One training batch on the learner's device (valid until the next sample)."""
+        rc = self.cfg.algo.replay
+        if isinstance(self.buffer, PrioritizedReplayBuffer):
+            batch = self.buffer.sample(rc.batch_size, self.rng, beta=self.beta(self.inserted))
+        else:
+            batch = self.buffer.sample(rc.batch_size, self.rng)
+        self.sampled += rc.batch_size
+        self._batch = batch
+        return {k: torch.from_numpy(batch[k]).to(self.device, non_blocking=True)
+                for k in ("obs", "action", "reward", "next_obs", "done", "discount", "weights")}
+
+    def update_priorities(self, td_abs: torch.Tensor) -> None:
+        """New priorities for the last batch (prioritized replay only)."""
+        if isinstance(self.buffer, PrioritizedReplayBuffer):
+            batch = self._batch
+            priorities = self.buffer.td_priorities(td_abs.cpu().numpy())
+            self.buffer.update_priorities(batch["indices"], priorities, batch["stamps"])
+
+    def stats(self) -> dict[str, float]:
+        """``replay/*`` scalars: fill, mean age of the last batch (transitions inserted since
+        they were), samples per insert so far (after learning_starts)."""
+        buf = self.buffer
+        out = {"replay/fill": buf.size / buf.capacity,
+               "replay/samples_per_insert": self.sampled /
+               max(1, self.inserted - self.limiter.min_inserts)}
+        if self._batch is not None:
+            out["replay/sample_age"] = float(buf.inserted - self._batch["stamps"].mean())
+        return out

@@ -1,0 +1,52 @@
+"""Q-network for DQN: an MLP over observations with one output per discrete action."""
+
+from __future__ import annotations
+
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from fastrl.models.policy import ObsFeatures, UnsupportedActionSpace, mlp
+
+
+class QNetwork(nn.Module):
+    """``Q(s, ·)`` for a Discrete action space; optionally dueling (``V + A - mean(A)``).
+
+    The same module is the workers' inference copy (greedy action; epsilon is the actor's
+    business, see fastrl.rollout.actors) and the learner's online network.
+    """
+
+    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
+                 dueling: bool = False) -> None:
+        super().__init__()
+        if not isinstance(act_space, spaces.Discrete):
+            raise UnsupportedActionSpace(
+                f"DQN acts in a Discrete action space, not {act_space}; use algo.name=sac "
+                "for Box actions"
+            )
+        self._features = ObsFeatures(obs_space)
+        self._act_start = int(act_space.start)
+        self.num_actions = int(act_space.n)
+        self.dueling = dueling
+        n_out = self.num_actions + (1 if dueling else 0)
+        self.net = mlp(self._features.size, hidden, n_out, 1.0, nn.ReLU)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values ``[..., num_actions]`` of a batch of observations."""
+        out = self.net(self._features(obs))
+        if not self.dueling:
+            return out
+        value, adv = out[..., :1], out[..., 1:]
+        return value + adv - adv.mean(-1, keepdim=True)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True):
+        """``(greedy action, zeros, max Q)``: the rollout/evaluation interface of
+        :class:`~fastrl.models.policy.ActorCritic` (a Q-network has no log-probability)."""
+        q = self(obs)
+        value, action = q.max(-1)
+        return action + self._act_start, torch.zeros_like(value), value
+
+    def action_index(self, action: torch.Tensor) -> torch.Tensor:
+        """Stored actions (``Discrete.start`` based) as column indices of ``forward``."""
+        return action.long() - self._act_start

@@ -1,0 +1,200 @@
+"""Off-policy pieces in one process: the rate limiter, exploration, DQN targets, SAC's
+squashed Gaussian, configs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
+
+from fastrl.algos.dqn import DQN
+from fastrl.algos.sac import SAC
+from fastrl.config import ConfigError, load_config
+from fastrl.learner.offpolicy import RateLimiter
+from fastrl.models.policy import UnsupportedActionSpace
+from fastrl.models.qnet import QNetwork
+from fastrl.models.sac import SquashedGaussianActor, TwinQ
+from fastrl.plan import plan_run
+from fastrl.rollout.actors import EpsilonGreedy, apex_epsilon
+
+ROOT = Path(__file__).parent.parent
+
+
+# --- rate limiter --------------------------------------------------------------------------
+@pytest.mark.parametrize("ratio,batch,slot,error", [(32.0, 64, 256, 0.0), (256.0, 256, 64, 0.0),
+                                                    (0.5, 128, 1024, 1e5), (1.0, 32, 8, 40.0)])
+def test_rate_limiter_never_stalls_and_keeps_the_ratio(ratio, batch, slot, error):
+    rng = np.random.default_rng(0)
+    limiter = RateLimiter(ratio, 1000, error, batch, slot)
+    inserted = sampled = 0
+    for _ in range(20_000):
+        can_insert = limiter.can_insert(inserted, sampled, slot)
+        can_sample = limiter.can_sample(inserted, sampled, batch)
+        assert can_insert or can_sample, (inserted, sampled)  # a stall would hang the run
+        # whichever side is allowed moves, in random order (fast or slow learner)
+        if can_insert and (not can_sample or rng.random() < 0.5):
+            inserted += slot
+        else:
+            sampled += batch
+        if inserted > 1000:
+            lead = ratio * (inserted - 1000) - sampled
+            assert -limiter.error - batch <= lead <= limiter.error + ratio * slot
+    assert inserted > 1000 and sampled > 0
+
+
+def test_rate_limiter_inserts_freely_until_learning_starts_and_never_samples_before():
+    limiter = RateLimiter(10.0, 500, 0.0, 32, 100)
+    assert limiter.can_insert(400, 0, 100) and not limiter.can_sample(499, 0, 32)
+    assert limiter.can_sample(500, 0, 32)  # error >= batch/2 + ...: the first batch is free
+    assert not limiter.can_sample(600, 10 * 100 + limiter.error, 32)
+
+
+# --- exploration ---------------------------------------------------------------------------
+def test_apex_epsilons_spread_across_workers_and_decay_linearly():
+    cfg = load_config(None, ["algo.name=dqn", "algo.dqn.eps_base=0.4", "algo.dqn.eps_alpha=7",
+                             "algo.dqn.eps_start=1.0", "algo.dqn.exploration_fraction=0.5"])
+    dqn = cfg.algo.dqn
+    assert apex_epsilon(dqn, 0, 4, 0, 1000) == 1.0
+    assert apex_epsilon(dqn, 0, 4, 250, 1000) == pytest.approx((1 + 0.4) / 2)
+    finals = [apex_epsilon(dqn, i, 4, 10_000, 1000) for i in range(4)]
+    assert finals[0] == pytest.approx(0.4) and finals[3] == pytest.approx(0.4 ** 8)
+    assert finals == sorted(finals, reverse=True)
+    assert apex_epsilon(dqn, 0, 1, 10_000, 1000) == pytest.approx(0.4)
+
+
+def test_epsilon_greedy_is_greedy_at_zero_and_uniform_at_one():
+    torch.manual_seed(0)
+    q = QNetwork(spaces.Box(-1, 1, (3,)), spaces.Discrete(4, start=2), [16])
+    obs = np.random.default_rng(0).normal(size=(4000, 3)).astype(np.float32)
+    actor = EpsilonGreedy(q, spaces.Discrete(4, start=2), seed=1)
+    actor.epsilon = 0.0
+    greedy, _, value = actor(obs)
+    qs = q(torch.from_numpy(obs))
+    assert np.array_equal(greedy, qs.argmax(-1).numpy() + 2)
+    assert np.allclose(value, qs.max(-1).values.detach().numpy())
+    actor.epsilon = 1.0
+    counts = np.bincount(actor(obs)[0] - 2, minlength=4)
+    assert counts.sum() == 4000 and counts.min() > 850  # ~1000 each
+
+
+# --- DQN -----------------------------------------------------------------------------------
+def _batch(n, obs_dim=3, n_actions=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"obs": torch.randn(n, obs_dim, generator=g),
+            "action": torch.randint(0, n_actions, (n,), generator=g),
+            "reward": torch.randn(n, generator=g),
+            "next_obs": torch.randn(n, obs_dim, generator=g),
+            "done": (torch.rand(n, generator=g) < 0.3).float(),
+            "discount": torch.full((n,), 0.99 ** 3),
+            "weights": torch.ones(n)}
+
+
+@pytest.mark.parametrize("double", [True, False])
+def test_dqn_targets_match_a_per_sample_reference(double):
+    cfg = load_config(None, ["algo.name=dqn", f"algo.dqn.double={str(double).lower()}"])
+    torch.manual_seed(0)
+    q = QNetwork(spaces.Box(-1, 1, (3,)), spaces.Discrete(2), [8])
+    algo = DQN(q, cfg.algo)
+    with torch.no_grad():  # make target and online nets differ
+        for p in algo.target.parameters():
+            p.add_(0.3)
+    batch = _batch(16)
+    y = algo.targets(batch)
+    for i in range(16):
+        s2 = batch["next_obs"][i]
+        a = int(q(s2).argmax()) if double else int(algo.target(s2).argmax())
+        bootstrap = 0.0 if batch["done"][i] else float(batch["discount"][i] *
+                                                        algo.target(s2)[a])
+        assert float(y[i]) == pytest.approx(float(batch["reward"][i]) + bootstrap, abs=1e-5)
+
+
+def test_dqn_fits_a_fixed_batch_and_updates_its_target_on_schedule():
+    cfg = load_config(None, ["algo.name=dqn", "algo.lr=1e-2", "algo.dqn.target_every=5",
+                             "algo.max_grad_norm=10"])
+    torch.manual_seed(0)
+    q = QNetwork(spaces.Box(-1, 1, (3,)), spaces.Discrete(2), [32], dueling=True)
+    algo = DQN(q, cfg.algo)
+    batch = _batch(64)
+    batch["done"][:] = 1  # targets are the rewards: a regression the net must fit
+    first, td = algo.update(batch)
+    assert td.shape == (64,) and (td >= 0).all()
+    for i in range(2, 5):
+        algo.update(batch)
+        assert not torch.equal(next(algo.target.parameters()), next(q.parameters())), i
+    algo.update(batch)  # the 5th update copies (tau = 1)
+    assert all(torch.equal(t, o) for t, o in zip(algo.target.parameters(), q.parameters()))
+    for _ in range(200):
+        last, _ = algo.update(batch)
+    assert last["q_loss"] < 0.2 * first["q_loss"]
+
+
+def test_dqn_refuses_box_actions():
+    with pytest.raises(UnsupportedActionSpace, match="Discrete.*algo.name=sac"):
+        QNetwork(spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (2,)), [8])
+
+
+# --- SAC -----------------------------------------------------------------------------------
+def test_squashed_gaussian_log_prob_matches_torch_transformed_distribution():
+    torch.manual_seed(0)
+    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
+    actor = SquashedGaussianActor(spaces.Box(-1, 1, (3,)), spaces.Box(low, high), [16])
+    obs = torch.randn(256, 3)
+    action, logp = actor.sample(obs)
+    assert (action >= torch.from_numpy(low)).all() and (action <= torch.from_numpy(high)).all()
+    mean, log_std = actor._normal(obs)
+    ref = TransformedDistribution(Normal(mean, log_std.exp()), [
+        TanhTransform(), AffineTransform(actor.bias, actor.scale)])
+    inside = (action - actor.bias).abs() < actor.scale * 0.999  # atanh is exact away from 1
+    ref_logp = ref.log_prob(action)
+    rows = inside.all(-1)
+    assert torch.allclose(logp[rows], ref_logp[rows].sum(-1), atol=1e-2)
+    det, _, _ = actor.act(obs, deterministic=True)
+    assert torch.allclose(det, torch.tanh(mean) * actor.scale + actor.bias)
+
+
+def test_sac_refuses_unbounded_or_discrete_actions():
+    with pytest.raises(UnsupportedActionSpace, match="infinite"):
+        SquashedGaussianActor(spaces.Box(-1, 1, (3,)), spaces.Box(-np.inf, np.inf, (2,)), [8])
+    with pytest.raises(UnsupportedActionSpace, match="Box.*algo.name=dqn"):
+        SquashedGaussianActor(spaces.Box(-1, 1, (3,)), spaces.Discrete(3), [8])
+
+
+def test_sac_update_moves_every_network_and_tunes_alpha():
+    cfg = load_config(None, ["algo.name=sac"])
+    torch.manual_seed(0)
+    obs_space, act_space = spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (2,))
+    actor = SquashedGaussianActor(obs_space, act_space, [16])
+    algo = SAC(actor, TwinQ(obs_space, act_space, [16]), cfg.algo)
+    before = [copy.deepcopy(m.state_dict()) for m in (actor, algo.critic, algo.target)]
+    batch = _batch(32)
+    batch["action"] = torch.rand(32, 2) * 2 - 1
+    stats, td = algo.update(batch)
+    assert td.shape == (32,) and stats["alpha"] == pytest.approx(0.2)
+    for old, module in zip(before, (actor, algo.critic, algo.target)):
+        assert any(not torch.equal(old[k], v) for k, v in module.state_dict().items())
+    algo.update(batch)
+    assert algo.log_alpha.exp().item() != pytest.approx(0.2, abs=1e-7)
+
+
+# --- configs -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,policy", [("cartpole_dqn", QNetwork),
+                                         ("pendulum_sac", SquashedGaussianActor)])
+def test_shipped_off_policy_configs_plan_the_right_networks(name, policy):
+    cfg = load_config(ROOT / f"configs/{name}.yaml")
+    plan = plan_run(cfg)
+    assert isinstance(plan.policy(), policy)
+    assert plan.num_params == sum(p.numel() for p in plan.policy().parameters())
+
+
+def test_nested_off_policy_keys_are_checked():
+    with pytest.raises(ConfigError, match="valid keys in section 'algo.replay': capacity"):
+        load_config(None, ["algo.replay.size=10"])
+    with pytest.raises(ConfigError, match="algo.sac.tau=0.0.*must be > 0"):
+        load_config(None, ["algo.sac.tau=0"])
+    with pytest.raises(ConfigError, match="algo.replay.capacity=100.*one batch"):
+        load_config(None, ["algo.name=dqn", "algo.replay.capacity=100"])
