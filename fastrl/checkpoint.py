@@ -209,13 +209,24 @@ def load_for_resume(run_dir: Path | str) -> tuple[Checkpoint, list[str]]:
 
 
 def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: Any,
-                    param_shapes: dict[str, list[int]]) -> None:
-    """Refuse to resume ``ckpt`` into a run whose env or network differs from its own."""
+                    param_shapes: dict[str, list[int]], algo: str = "ppo",
+                    replay: dict[str, Any] | None = None) -> None:
+    """Refuse to resume ``ckpt`` into a run whose env, algorithm, network or replay buffer
+    (``replay``: the settings that shape it, see fastrl.learner.offpolicy) differs."""
     m = ckpt.manifest
     where = f"cannot resume from {ckpt.path}"
     if m["env_id"] != env_id:
         raise CheckpointError(f"{where}: it trained env.id={m['env_id']!r}, the config asks "
                               f"for env.id={env_id!r}")
+    if m.get("algo", "ppo") != algo:
+        raise CheckpointError(f"{where}: it trained algo.name={m.get('algo', 'ppo')}, the "
+                              f"config asks for algo.name={algo}")
+    saved_replay = m.get("replay")
+    if saved_replay != replay:
+        changed = [f"{k}={saved_replay.get(k)} -> {replay.get(k)}" for k in sorted(replay)
+                   if saved_replay.get(k) != replay.get(k)]
+        raise CheckpointError(f"{where}: its replay buffer does not fit the config "
+                              f"({', '.join(changed)}); keep those settings to resume")
     for role, saved, now in (("observation", m["observation_space"], repr(obs_space)),
                              ("action", m["action_space"], repr(act_space))):
         if saved != now:

@@ -17,6 +17,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
+from fastrl.learner.offpolicy import replay_shape
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
 from fastrl.supervisor import RunResult, Supervisor
@@ -85,7 +86,7 @@ class Trainer:
         ckpt, notes = load_for_resume(run_dir)
         plan = plan_run(config)
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
-                        param_shapes(plan.policy()))
+                        param_shapes(plan.policy()), config.algo.name, replay_shape(config))
         trained_with = load_config(ckpt.path / "config.yaml")
         changes = config_changes(trained_with, config)
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "

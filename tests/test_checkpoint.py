@@ -116,3 +116,17 @@ def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
     first = (random.random(), np.random.rand(), torch.rand(1).item())
     set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
+
+
+def test_resume_refuses_another_algorithm_or_a_replay_buffer_of_another_shape(tmp_path):
+    replay = {"capacity": 1000, "n_step": 3, "gamma": 0.99, "prioritized": True, "alpha": 0.6,
+              "num_envs": 8}
+    writers = {"learner.pt": lambda p: p.write_bytes(b"x")}
+    ckpt = verify(save_checkpoint(tmp_path, 1, writers, {**INFO, "algo": "dqn",
+                                                         "replay": replay}, 3))
+    check_resumable(ckpt, "CartPole-v1", OBS, ACT, {"w": [4, 2]}, "dqn", dict(replay))
+    with pytest.raises(CheckpointError, match="trained algo.name=dqn.*algo.name=ppo"):
+        check_resumable(ckpt, "CartPole-v1", OBS, ACT, {"w": [4, 2]}, "ppo", None)
+    with pytest.raises(CheckpointError, match="replay buffer does not fit.*n_step=3 -> 1"):
+        check_resumable(ckpt, "CartPole-v1", OBS, ACT, {"w": [4, 2]}, "dqn",
+                        {**replay, "n_step": 1})

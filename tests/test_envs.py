@@ -38,3 +38,13 @@ def test_same_seeds_same_trajectories():
         return np.stack(out)
     assert np.array_equal(roll([3, 4]), roll([3, 4]))
     assert not np.array_equal(roll([3, 4]), roll([5, 6]))
+
+
+def test_non_finite_rewards_are_refused_naming_env_and_step():
+    from fastrl.rollout.collector import check_rewards
+
+    rewards = np.zeros((4, 3), np.float32)
+    check_rewards(rewards, np.array([6, 7, 8]))
+    rewards[2, 1], rewards[3, 0] = np.nan, np.inf
+    with pytest.raises(EnvContractError, match="env 7 returned the reward nan at step 2.*2 non"):
+        check_rewards(rewards, np.array([6, 7, 8]))

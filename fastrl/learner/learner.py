@@ -16,7 +16,7 @@ from fastrl.algos import make_algo
 from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
 from fastrl.evaluation import evaluate
-from fastrl.learner.offpolicy import ReplayFeed
+from fastrl.learner.offpolicy import ReplayFeed, replay_shape
 from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
@@ -208,7 +208,8 @@ class Learner:
         info = {
             "config_hash": config_hash(self.cfg), "env_id": self.cfg.env.id,
             "observation_space": repr(plan.obs_space), "action_space": repr(plan.act_space),
-            "updates": self.version, "final": final,
+            "updates": self.version, "final": final, "algo": self.cfg.algo.name,
+            "replay": replay_shape(self.cfg),
             "param_shapes": param_shapes(self.policy),
             "rings": ring_shape(self.cfg, plan.layout.nbytes),
             "worker_states": sorted(parked),

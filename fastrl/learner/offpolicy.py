@@ -46,6 +46,17 @@ class RateLimiter:
             self._lead(inserted + n, sampled) <= self.error
 
 
+def replay_shape(cfg: MainConfig) -> dict | None:
+    """The settings that shape a run's replay buffer (None on-policy): a checkpoint's buffer
+    can only be resumed into a run with the same ones."""
+    if not cfg.algo.off_policy:
+        return None
+    rc, infra = cfg.algo.replay, cfg.infra
+    return {"capacity": rc.capacity, "n_step": rc.n_step, "gamma": cfg.algo.gamma,
+            "prioritized": rc.prioritized, "alpha": rc.alpha if rc.prioritized else None,
+            "num_envs": infra.num_workers * infra.envs_per_worker}
+
+
 def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
     """The replay buffer ``cfg.algo.replay`` describes, sized from the env spaces."""
     rc, infra = cfg.algo.replay, cfg.infra

@@ -9,6 +9,19 @@ import numpy as np
 
 from fastrl.envs import BatchedEnv
 from fastrl.rollout.actors import Actor
+from fastrl.rollout.envs import EnvContractError
+
+
+def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:
+    """Raise :class:`EnvContractError` naming the first NaN or infinite reward of a slot
+    ``[T, E]``: one would poison every value estimate (and replay priority) it reaches."""
+    bad = ~np.isfinite(rewards)
+    if bad.any():
+        t, e = (int(i[0]) for i in np.nonzero(bad))
+        raise EnvContractError(
+            f"env {int(env_ids[e])} returned the reward {rewards[t, e]} at step {t} of a slot "
+            f"({int(bad.sum())} non-finite rewards in it); rewards must be finite numbers"
+        )
 
 
 class Collector:
@@ -102,6 +115,7 @@ class Collector:
             ep_length *= alive
             obs[:] = next_obs
         slot["bootstrap_obs"][:] = obs
+        check_rewards(s_reward, self.env_ids)  # once per slot: nothing per step
         self._fill_slot_columns(slot, slot_seq, policy_version)
         self.act_ns += act_ns
         self.env_ns += env_ns
