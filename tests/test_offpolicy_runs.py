@@ -71,27 +71,22 @@ def test_sac_stops_cleanly_on_sigterm_with_its_buffer_checkpointed(launch, tmp_p
 
 
 # --- the learning bars (issue 5) ----------------------------------------------------------
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_dqn_solves_cartpole_within_200k_steps(seed, tmp_path, no_shm_residue):
-    cfg = load_config("configs/cartpole_dqn.yaml",
-                      [f"seed={seed}", f"log.run_dir={tmp_path}", "log.console=false"])
-    result = Trainer(cfg).fit()
-    print(f"DQN seed {seed}: {result.global_step} steps, {result.wall_s:.0f} s, "
-          f"eval {result.eval['return_mean']:.1f}")
-    assert result.global_step <= 200_000 + cfg.infra.rollout_len * cfg.infra.envs_per_worker
-    assert result.eval["return_mean"] >= 475  # 20 fixed-seed episodes, greedy policy
+BARS = {"cartpole_dqn": (200_000, 475.0), "pendulum_sac": (30_000, -250.0)}
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [1])
-def test_sac_reaches_minus_250_on_pendulum_within_30k_steps(seed, tmp_path, no_shm_residue):
-    cfg = load_config("configs/pendulum_sac.yaml",
+@pytest.mark.parametrize("config,seed", [("cartpole_dqn", 1), ("cartpole_dqn", 2),
+                                         ("cartpole_dqn", 3), ("pendulum_sac", 1)])
+def test_off_policy_configs_reach_their_bar_in_their_step_budget(config, seed, tmp_path,
+                                                                 no_shm_residue):
+    """DQN: eval mean >= 475 on CartPole-v1 within 200k env steps; SAC: >= -250 on
+    Pendulum-v1 within 30k (20 fixed-seed episodes, deterministic policy)."""
+    max_steps, bar = BARS[config]
+    cfg = load_config(f"configs/{config}.yaml",
                       [f"seed={seed}", f"log.run_dir={tmp_path}", "log.console=false"])
     result = Trainer(cfg).fit()
-    print(f"SAC seed {seed}: {result.global_step} steps, {result.wall_s:.0f} s, "
+    print(f"{config} seed {seed}: {result.global_step} steps, {result.wall_s:.0f} s, "
           f"eval {result.eval['return_mean']:.1f}")
-    assert result.global_step <= 30_000 + cfg.infra.rollout_len * cfg.infra.envs_per_worker
-    assert result.eval["return_mean"] >= -250
+    assert result.global_step <= max_steps
+    assert result.eval["return_mean"] >= bar
