@@ -1,12 +1,13 @@
 """ReplayBuffer: circular n-step transition storage filled from trajectory slots, sampled
 uniformly.
 
-Storage is preallocated numpy: ``obs``, ``action``, ``next_obs`` (obs dtype), ``reward`` (the
-n-step discounted return), ``done`` (1.0 where the window ended in a termination: no
-bootstrap), ``discount`` (``gamma ** k`` for the ``k`` rewards summed: the factor for
-bootstrapping from ``next_obs``) and ``stamp`` (the insert counter when the row was written;
--1 for a row never written). The per-step work (n-step windows, row copies, the gather of a
-sample) is done by numba kernels; Python runs once per slot or per batch.
+Storage is preallocated numpy, one array per field in ``storage``: ``obs``, ``action``,
+``next_obs`` (obs dtype), ``reward`` (float32: the n-step discounted return), ``done``
+(float32: 1.0 where the window ended in a termination: no bootstrap), ``discount``
+(float32: ``gamma ** k`` for the ``k`` rewards summed: the factor for bootstrapping from
+``next_obs``) and ``stamp`` (int64: the insert counter when the row was written). Rows
+``0 .. size - 1`` are the stored ones. The per-step work (n-step windows, row copies, the
+gather of a sample) is done by numba kernels; Python runs once per slot or per batch.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ class ReplayError(ValueError):
     """A replay buffer used wrongly: a bad argument, slot or saved state, an empty buffer."""
 
 
-# storage field -> key of a sampled batch
-SAMPLED = {"obs": "obs", "action": "action", "reward": "reward", "next_obs": "next_obs",
+# storage field -> key of a sampled batch, in the order the kernels take the fields
+SAMPLED = {"obs": "obs", "action": "action", "next_obs": "next_obs", "reward": "reward",
            "done": "done", "discount": "discount", "stamp": "stamps"}
+WORD_FIELDS = ("obs", "action", "next_obs")  # copied as words by the kernels
 SLOT_KEYS = ("obs", "action", "reward", "terminated", "truncated", "final_obs",
              "bootstrap_obs", "env_id")
 
@@ -59,21 +61,19 @@ class ReplayBuffer:
         self.obs_dtype, self.act_dtype = np.dtype(obs_dtype), np.dtype(act_dtype)
         self._cursor = self._size = self._inserted = 0
         self.storage = self._zeros(self.capacity)
-        self.storage["stamp"][:] = -1
+        self._store_args = _kernel_args(self.storage)
         self.tail = self._zeros_tail()
-        self._store_args = tuple(
-            as_words(self.storage[k]) if k in ("obs", "action", "next_obs") else self.storage[k]
-            for k in ("obs", "action", "next_obs", "reward", "done", "discount", "stamp"))
         self._tail_args = tuple(self._tail_words(k) for k in TAIL_FIELDS)
         self._batches: dict[int, tuple[dict[str, np.ndarray], np.ndarray, tuple]] = {}
 
     # -- layout ---------------------------------------------------------------------------
 
     def _zeros(self, rows: int) -> dict[str, np.ndarray]:
-        """Zeroed storage arrays for ``rows`` transitions."""
-        obs, act = (rows, *self.obs_shape), (rows, *self.act_shape)
-        f32 = np.float32
-        return {"obs": np.zeros(obs, self.obs_dtype), "action": np.zeros(act, self.act_dtype),
+        """Zeroed arrays of every stored field for ``rows`` transitions, in :data:`SAMPLED`
+        order."""
+        f32, obs = np.float32, (rows, *self.obs_shape)
+        return {"obs": np.zeros(obs, self.obs_dtype),
+                "action": np.zeros((rows, *self.act_shape), self.act_dtype),
                 "next_obs": np.zeros(obs, self.obs_dtype), "reward": np.zeros(rows, f32),
                 "done": np.zeros(rows, f32), "discount": np.zeros(rows, f32),
                 "stamp": np.zeros(rows, np.int64)}
@@ -91,7 +91,7 @@ class ReplayBuffer:
 
     def _tail_words(self, name: str) -> np.ndarray:
         a = self.tail[name]
-        if name in ("obs", "action", "next_obs"):
+        if name in WORD_FIELDS:
             return as_words(a, lead=2)
         return as_words(a) if name == "bootstrap_obs" else a
 
@@ -162,12 +162,13 @@ class ReplayBuffer:
         return args, env_ids
 
     def _check_env_ids(self, env_ids: np.ndarray) -> None:
-        bad = (env_ids < 0) | (env_ids >= self.num_envs)
-        if bad.any():
-            raise ReplayError(f"slot env_id {int(env_ids[bad][0])} is outside 0 .. "
-                              f"{self.num_envs - 1} (num_envs={self.num_envs})")
-        if np.unique(env_ids).size != env_ids.size:
-            raise ReplayError(f"slot env_id repeats an env: {env_ids.tolist()}")
+        ids = env_ids.tolist()
+        bad = [i for i in ids if not 0 <= i < self.num_envs]
+        if bad:
+            raise ReplayError(f"slot env_id {bad[0]} is outside 0 .. {self.num_envs - 1} "
+                              f"(num_envs={self.num_envs})")
+        if len(set(ids)) != len(ids):
+            raise ReplayError(f"slot env_id repeats an env: {ids}")
 
     # -- sampling -------------------------------------------------------------------------
 
@@ -179,14 +180,14 @@ class ReplayBuffer:
         (float32, all ones here). The arrays are preallocated per batch size and overwritten
         by the next call with that size: copy or convert them before sampling again.
         """
-        out, u, pairs = self._batch(batch_size)
+        out, u, dst = self._batch(batch_size)
         rng.random(out=u)
-        sample_uniform(u, self._size, out["indices"], pairs)
+        sample_uniform(u, self._size, out["indices"], self._store_args, dst)
         return dict(out)
 
     def _batch(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, tuple]:
         """The output arrays for ``batch_size`` rows, the uniform draws' array, and the
-        (storage, output) word-array pairs the gather copies between."""
+        outputs as the gather kernels take them."""
         if self._size == 0:
             raise ReplayError("cannot sample from an empty replay buffer: add slots first")
         cached = self._batches.get(batch_size)
@@ -196,9 +197,8 @@ class ReplayBuffer:
             out = {SAMPLED[k]: rows[k] for k in SAMPLED}
             out["indices"] = np.zeros(batch_size, np.int64)
             out["weights"] = np.ones(batch_size, np.float32)
-            pairs = tuple((as_words(self.storage[k]), as_words(out[SAMPLED[k]]))
-                          for k in SAMPLED)
-            cached = self._batches[batch_size] = (out, np.empty(batch_size), pairs)
+            cached = self._batches[batch_size] = (out, np.empty(batch_size),
+                                                  _kernel_args(rows))
         return cached
 
     # -- state ----------------------------------------------------------------------------
@@ -235,7 +235,6 @@ class ReplayBuffer:
         size = self._check_state(state)
         for k, live in self._arrays(size).items():
             live[...] = state[k]
-        self.storage["stamp"][size:] = -1  # rows past the saved ones hold nothing
         self._restore_counters({k: np.asarray(state[k]).item() for k in self._counters()})
 
     def _restore_counters(self, counters: dict[str, int | float]) -> None:
@@ -266,6 +265,12 @@ class ReplayBuffer:
                 raise ReplayError(f"replay state {k!r} is {got.dtype}{list(got.shape)}, "
                                   f"expected {live.dtype}{list(live.shape)}")
         return size
+
+
+def _kernel_args(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Stored fields in :data:`SAMPLED` order, those of :data:`WORD_FIELDS` as words: what
+    the insert and gather kernels take."""
+    return tuple(as_words(arrays[k]) if k in WORD_FIELDS else arrays[k] for k in SAMPLED)
 
 
 def _show(value) -> str:

@@ -1,10 +1,10 @@
 """N-step transitions from trajectory slots, kept per env across slot boundaries (numba).
 
-Each env's experience is a stream: the ``n - 1`` steps the env's previous slot left
-unfinished (its *tail*), then the ``T`` steps of the new slot. The transition of step ``t``
-sums up to ``n`` rewards from ``t`` on and stops early at the first step that ends an
-episode: a termination stores ``done = 1``; a truncation bootstraps from that step's real
-final observation. ``discount`` is ``gamma ** k`` for the ``k`` rewards summed. A step whose
+Each env's experience is a stream: the ``n - 1`` steps the env's previous slot left behind
+(its *tail*), then the ``T`` steps of the new slot. The transition of step ``t`` sums up to
+``n`` rewards from ``t`` on and stops early at the first step that ends an episode: a
+termination stores ``done = 1``; a truncation bootstraps from that step's real final
+observation. ``discount`` is ``gamma ** k`` for the ``k`` rewards summed. A step whose
 window neither reached ``n`` rewards nor hit an episode end stays in the tail, pending,
 until the env's next slot completes it; the tail always holds the stream's last ``n - 1``
 steps, so a slot shorter than ``n - 1`` steps works too.
@@ -13,6 +13,13 @@ A restarted worker starts fresh episodes without ending the old ones. An env who
 does not begin with the observation its previous slot ended on (compared bit for bit) had
 its stream broken: its tail's last step is treated as truncated, so the pending steps
 bootstrap from the observation that followed it instead of running into another episode.
+
+Streams are tuples ``(obs, action, reward, terminated, truncated, final_obs,
+bootstrap_obs)`` of time-major ``[L, E, ...]`` arrays (obs-like ones as words,
+bootstrap_obs ``[E, words]``): a slot is one, and so is the *head* built per call from the
+tails and the slot's first ``n - 1`` steps, the only place where windows cross the slot
+boundary. The hot loop then indexes plain arrays: helper calls that take arrays, or a
+choice between tail and slot per element, made it ten times slower.
 """
 
 from __future__ import annotations
@@ -23,53 +30,10 @@ from numba import njit
 from fastrl.replay.rows import copy_row
 
 # Per-env tail arrays, in the order insert_nstep takes them (shapes: [num_envs, n - 1, ...]
-# except bootstrap_obs [num_envs, ...] and seen [num_envs]).
+# except bootstrap_obs [num_envs, ...] and seen [num_envs]). next_obs is the observation
+# that followed the step (its final one where it truncated).
 TAIL_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "next_obs", "pending",
                "bootstrap_obs", "seen")
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _at(tail, slot, env, e, j, held):
-    """Step ``j`` of env ``e``'s stream (run-wide id ``env``): tail or slot."""
-    return tail[env, j] if j < held else slot[j - held, e]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _truncated(t_trunc, truncated, env, e, j, held, broken):
-    """Whether step ``j`` truncated its episode, counting a broken stream's last tail step."""
-    return _at(t_trunc, truncated, env, e, j, held) or (broken and j == held - 1)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _successor(t_next, obs, final_obs, bootstrap_obs, truncated, env, e, j, held):
-    """The observation that followed step ``j``: its final observation where it truncated,
-    else the next step's observation, or the slot's bootstrap observation after its last
-    step. Tail steps kept theirs."""
-    if j < held:
-        return t_next[env, j]
-    q = j - held
-    if truncated[q, e]:
-        return final_obs[q, e]
-    if q + 1 < obs.shape[0]:
-        return obs[q + 1, e]
-    return bootstrap_obs[e]
-
-
-@njit(cache=True, nogil=True)
-def _broken(obs, env_ids, t_boot, t_seen, held):
-    """Envs whose slot does not start where their previous slot ended."""
-    broken = np.zeros(env_ids.shape[0], np.bool_)
-    if held == 0:
-        return broken  # no tail: nothing crosses the boundary
-    for e in range(env_ids.shape[0]):
-        env = env_ids[e]
-        if t_seen[env]:
-            first, last = obs[0, e], t_boot[env]
-            for k in range(first.shape[0]):
-                if first[k] != last[k]:
-                    broken[e] = True
-                    break
-    return broken
 
 
 @njit(cache=True, nogil=True)
@@ -77,76 +41,137 @@ def insert_nstep(slot: tuple, env_ids: np.ndarray, tail: tuple, store: tuple, cu
                  stamp0: int, n: int, gamma: float) -> int:
     """Write every completed n-step transition of one slot into the store; update the tails.
 
-    ``slot``: obs, action, final_obs as ``[T, E, words]``, reward ``[T, E]`` float32,
-    terminated and truncated ``[T, E]`` bool, bootstrap_obs ``[E, words]``. ``env_ids``: the
-    run-wide id of each slot column. ``tail``: the arrays of :data:`TAIL_FIELDS`, obs-like
-    ones as words. ``store``: obs, action, next_obs as ``[capacity, words]``, then reward,
-    done, discount (float32) and stamp (int64) ``[capacity]``. Rows are written from
-    ``cursor`` on, wrapping, stamped ``stamp0, stamp0 + 1, ...``, in stream-time order.
-    Returns how many were written.
+    ``slot``: a stream (see the module). ``env_ids``: the run-wide id of each slot column.
+    ``tail``: the arrays of :data:`TAIL_FIELDS`, obs-like ones as words. ``store``: obs,
+    action, next_obs as ``[capacity, words]``, then reward, done, discount (float32) and
+    stamp (int64) ``[capacity]``. Rows are written from ``cursor`` on, wrapping, stamped
+    ``stamp0, stamp0 + 1, ...``, in stream-time order. Returns how many were written.
     """
+    steps, envs = slot[2].shape
+    held = n - 1
+    head, head_pending = _head(slot, env_ids, tail, held)
+    keep = np.zeros((held, envs), np.bool_)  # pending flags of the new tails
+    # new tail step i is stream step T + i: head step T + i, or slot step T + i - held
+    count = _emit(head, head_pending, held, n, gamma, store, cursor, stamp0, 0, keep, -steps)
+    count = _emit(slot, np.ones((steps, envs), np.bool_), steps, n, gamma, store, cursor,
+                  stamp0, count, keep, held - steps)
+    if steps >= held:
+        _roll_tails(slot, steps - held, env_ids, tail, keep, slot[6])
+    else:  # the head is the whole stream
+        _roll_tails(head, steps, env_ids, tail, keep, slot[6])
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _head(slot, env_ids, tail, held):
+    """The stream's first steps as a stream of their own: the ``held`` tail steps, then the
+    slot's first ``min(held, T)``; and which of them are pending (tail steps only)."""
     obs, action, reward, terminated, truncated, final_obs, bootstrap_obs = slot
     t_obs, t_action, t_reward, t_term, t_trunc, t_next, t_pending, t_boot, t_seen = tail
-    s_obs, s_action, s_next, s_reward, s_done, s_discount, s_stamp = store
     steps, envs = reward.shape
-    held = n - 1
-    length = held + steps
+    fresh = min(held, steps)
+    length = held + fresh
+    h_obs = np.empty((length, envs, obs.shape[2]), obs.dtype)
+    h_action = np.empty((length, envs, action.shape[2]), action.dtype)
+    h_final = np.empty_like(h_obs)
+    h_reward = np.empty((length, envs), reward.dtype)
+    h_term = np.empty((length, envs), np.bool_)
+    h_trunc = np.empty((length, envs), np.bool_)
+    pending = np.zeros((length, envs), np.bool_)
+    for e in range(envs):
+        env = env_ids[e]
+        broken = False
+        if held and t_seen[env]:
+            for k in range(obs.shape[2]):
+                broken |= obs[0, e, k] != t_boot[env, k]
+        for j in range(held):
+            copy_row(h_obs[j, e], t_obs[env, j])
+            copy_row(h_action[j, e], t_action[env, j])
+            copy_row(h_final[j, e], t_next[env, j])  # read as the successor where truncated
+            h_reward[j, e] = t_reward[env, j]
+            h_term[j, e] = t_term[env, j]
+            h_trunc[j, e] = t_trunc[env, j] or (broken and j == held - 1)
+            pending[j, e] = t_pending[env, j]
+        for q in range(fresh):
+            copy_row(h_obs[held + q, e], obs[q, e])
+            copy_row(h_action[held + q, e], action[q, e])
+            copy_row(h_final[held + q, e], final_obs[q, e])
+            h_reward[held + q, e] = reward[q, e]
+            h_term[held + q, e] = terminated[q, e]
+            h_trunc[held + q, e] = truncated[q, e]
+    after = obs[fresh] if fresh < steps else bootstrap_obs  # what follows the head
+    return (h_obs, h_action, h_reward, h_term, h_trunc, h_final, after.copy()), pending
+
+
+@njit(cache=True, nogil=True)
+def _emit(stream, pending, stop, n, gamma, store, cursor, stamp0, count, keep, keep_shift):
+    """Store the transition of every pending step ``t < stop`` of ``stream`` whose window
+    is complete; flag the others in ``keep[t + keep_shift]``. Returns the new count."""
+    obs, action, reward, terminated, truncated, final_obs, bootstrap_obs = stream
+    s_obs, s_action, s_next, s_reward, s_done, s_discount, s_stamp = store
+    length, envs = reward.shape
     capacity = s_reward.shape[0]
-    broken = _broken(obs, env_ids, t_boot, t_seen, held)
-    keep = np.zeros((held, envs), np.bool_)  # pending flags of the new tails
-    count = 0
-    for t in range(length):
+    for t in range(stop):
         for e in range(envs):
-            env = env_ids[e]
-            if t < held and not t_pending[env, t]:
+            if not pending[t, e]:
                 continue
             ret, discount, end, ended, term = 0.0, 1.0, t, False, False
             for j in range(t, min(t + n, length)):
-                ret += discount * _at(t_reward, reward, env, e, j, held)
+                ret += discount * reward[j, e]
                 discount *= gamma
                 end = j
-                term = _at(t_term, terminated, env, e, j, held)
-                if term or _truncated(t_trunc, truncated, env, e, j, held, broken[e]):
+                term = terminated[j, e]
+                if term or truncated[j, e]:
                     ended = True
                     break
             if not ended and t + n > length:
-                keep[t - steps, e] = True  # fewer than n rewards so far: wait for more
+                keep[t + keep_shift, e] = True  # fewer than n rewards so far: wait for more
                 continue
             row = (cursor + count) % capacity
-            copy_row(s_obs[row], _at(t_obs, obs, env, e, t, held))
-            copy_row(s_action[row], _at(t_action, action, env, e, t, held))
-            copy_row(s_next[row], _successor(t_next, obs, final_obs, bootstrap_obs, truncated,
-                                             env, e, end, held))
+            # element loops, not copy_row: a view per row made this loop twice as slow
+            for k in range(obs.shape[2]):
+                s_obs[row, k] = obs[t, e, k]
+            for k in range(action.shape[2]):
+                s_action[row, k] = action[t, e, k]
+            if truncated[end, e]:
+                for k in range(obs.shape[2]):
+                    s_next[row, k] = final_obs[end, e, k]
+            elif end + 1 < length:
+                for k in range(obs.shape[2]):
+                    s_next[row, k] = obs[end + 1, e, k]
+            else:
+                for k in range(obs.shape[2]):
+                    s_next[row, k] = bootstrap_obs[e, k]
             s_reward[row] = ret
             s_done[row] = term
             s_discount[row] = discount
             s_stamp[row] = stamp0 + count
             count += 1
-    _roll_tails(slot, env_ids, tail, broken, keep)
     return count
 
 
 @njit(cache=True, nogil=True)
-def _roll_tails(slot, env_ids, tail, broken, keep):
-    """Make each env's tail the last ``n - 1`` steps of its stream.
-
-    Shifting in place is safe: tail step ``i`` is read from stream step ``T + i > i``,
-    which has not been overwritten yet."""
-    obs, action, reward, terminated, truncated, final_obs, bootstrap_obs = slot
+def _roll_tails(stream, first, env_ids, tail, keep, bootstrap_obs):
+    """Make each env's tail the stream's last ``n - 1`` steps: steps ``first ..`` of
+    ``stream``, with the pending flags in ``keep``; remember where the slot ended."""
+    obs, action, reward, terminated, truncated, final_obs, after = stream
     t_obs, t_action, t_reward, t_term, t_trunc, t_next, t_pending, t_boot, t_seen = tail
-    steps = reward.shape[0]
-    held = keep.shape[0]
+    length = reward.shape[0]
     for e in range(env_ids.shape[0]):
         env = env_ids[e]
-        for i in range(held):
-            j = steps + i
-            copy_row(t_obs[env, i], _at(t_obs, obs, env, e, j, held))
-            copy_row(t_action[env, i], _at(t_action, action, env, e, j, held))
-            copy_row(t_next[env, i], _successor(t_next, obs, final_obs, bootstrap_obs,
-                                                truncated, env, e, j, held))
-            t_reward[env, i] = _at(t_reward, reward, env, e, j, held)
-            t_term[env, i] = _at(t_term, terminated, env, e, j, held)
-            t_trunc[env, i] = _truncated(t_trunc, truncated, env, e, j, held, broken[e])
+        for i in range(keep.shape[0]):
+            j = first + i
+            copy_row(t_obs[env, i], obs[j, e])
+            copy_row(t_action[env, i], action[j, e])
+            if truncated[j, e]:
+                copy_row(t_next[env, i], final_obs[j, e])
+            elif j + 1 < length:
+                copy_row(t_next[env, i], obs[j + 1, e])
+            else:
+                copy_row(t_next[env, i], after[e])
+            t_reward[env, i] = reward[j, e]
+            t_term[env, i] = terminated[j, e]
+            t_trunc[env, i] = truncated[j, e]
             t_pending[env, i] = keep[i, e]
         copy_row(t_boot[env], bootstrap_obs[e])
         t_seen[env] = True

@@ -11,9 +11,8 @@ import numpy as np
 
 from fastrl.replay.buffer import ReplayBuffer, ReplayError
 from fastrl.replay.sumtree import (
-    check_update,
     fill_leaves,
-    new_trees,
+    new_tree,
     pull_range,
     sample_prioritized,
     update_leaves,
@@ -41,24 +40,23 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                          n_step, gamma)
         self.alpha, self.eps = float(alpha), float(eps)
         self.max_priority = 1.0
-        self._sums, self._mins = new_trees(self.capacity)
+        self._tree = new_tree(self.capacity)
 
     @property
     def total_priority(self) -> float:
         """The sum of every stored row's ``priority ** alpha`` (the sum tree's root)."""
-        return float(self._sums[1])
+        return float(self._tree[1, 0])
 
     def priorities(self) -> np.ndarray:
         """A view of the stored rows' ``priority ** alpha`` (the leaves), row order."""
-        leaf0 = self._sums.shape[0] // 2
-        return self._sums[leaf0:leaf0 + self._size]
+        leaf0 = self._tree.shape[0] // 2
+        return self._tree[leaf0:leaf0 + self._size, 0]
 
     def add_slot(self, slot: Mapping[str, np.ndarray]) -> int:
         """As :meth:`ReplayBuffer.add_slot`; the new rows get the largest priority so far."""
         first = self._cursor
         count = super().add_slot(slot)
-        fill_leaves(self._sums, self._mins, first, count, self.capacity,
-                    self.max_priority ** self.alpha)
+        fill_leaves(self._tree, first, count, self.capacity, self.max_priority ** self.alpha)
         return count
 
     def sample(self, batch_size: int, rng: np.random.Generator,  # type: ignore[override]
@@ -73,10 +71,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """
         if not 0.0 <= beta <= 1.0:
             raise ReplayError(f"beta must be in [0, 1], got {beta!r}")
-        out, u, pairs = self._batch(batch_size)
+        out, u, dst = self._batch(batch_size)
         rng.random(out=u)
-        sample_prioritized(self._sums, self._mins, u, beta, out["indices"], out["weights"],
-                           pairs)
+        sample_prioritized(self._tree, self._size, u, beta, out["indices"], out["weights"],
+                           self._store_args, dst)
         return dict(out)
 
     def td_priorities(self, td_errors) -> np.ndarray:
@@ -98,8 +96,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if not (idx.ndim == 1 and idx.shape == prio.shape == stamps.shape):
             raise ReplayError(f"indices, priorities and stamps must be 1-D of one length, got "
                               f"shapes {idx.shape}, {prio.shape}, {stamps.shape}")
-        bad_idx, first_idx, bad_prio, first_prio = check_update(idx, prio, self._size,
-                                                                self.alpha)
+        applied, top, (bad_idx, first_idx, bad_prio, first_prio) = update_leaves(
+            self._tree, self.storage["stamp"], self._size, idx, prio, stamps, self.alpha)
         if bad_idx:
             raise ReplayError(f"{bad_idx} of {idx.size} indices are not stored rows (0 .. "
                               f"{self._size - 1}), e.g. {int(idx[first_idx])}")
@@ -108,8 +106,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                 f"{bad_prio} of {idx.size} priorities are not finite and > 0 (with "
                 f"priority ** {self.alpha} finite and > 0 too), e.g. {float(prio[first_prio])!r}"
                 f" for index {int(idx[first_prio])}; td_priorities(td_errors) gives |td| + eps")
-        applied, top = update_leaves(self._sums, self._mins, self.storage["stamp"], idx, prio,
-                                     stamps, self.alpha)
         self.max_priority = max(self.max_priority, top)
         return applied
 
@@ -122,8 +118,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return {**super()._counters(), "max_priority": self.max_priority}
 
     def _arrays(self, size: int) -> dict[str, np.ndarray]:
-        leaf0 = self._sums.shape[0] // 2
-        return {**super()._arrays(size), "priority_leaves": self._sums[leaf0:leaf0 + size]}
+        leaf0 = self._tree.shape[0] // 2
+        return {**super()._arrays(size), "priority_leaves": self._tree[leaf0:leaf0 + size, 0]}
 
     def _restore_counters(self, counters: dict[str, int | float]) -> None:
         super()._restore_counters(counters)
@@ -133,8 +129,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """As :meth:`ReplayBuffer.load_state_dict`; the trees are rebuilt from the saved
         leaves, bit-identical to the saved buffer's (see :mod:`fastrl.replay.sumtree`)."""
         super().load_state_dict(state)
-        leaf0 = self._sums.shape[0] // 2
-        self._sums[leaf0 + self._size:] = 0.0
-        self._mins[leaf0:] = np.inf
-        self._mins[leaf0:leaf0 + self._size] = self._sums[leaf0:leaf0 + self._size]
-        pull_range(self._sums, self._mins, 0, leaf0)
+        leaves = self._tree[self._tree.shape[0] // 2:]
+        leaves[self._size:] = (0.0, np.inf)
+        leaves[:self._size, 1] = leaves[:self._size, 0]
+        pull_range(self._tree, 0, leaves.shape[0])

@@ -1,8 +1,12 @@
-"""Sum and min trees over priorities, as flat float64 arrays, and their batched numba kernels.
+"""A sum tree and a min tree over priorities in one flat float64 array, and their batched
+numba kernels.
 
-Layout: ``leaves`` is a power of two; node ``k`` has children ``2k`` and ``2k + 1``; the root
-is node 1 (node 0 is unused) and leaf ``i`` is node ``leaves + i``. Unused leaves hold 0 in
-the sum tree and +inf in the min tree, so they are never sampled and never the minimum.
+Layout: ``tree[k, 0]`` is node ``k`` of the sum tree and ``tree[k, 1]`` the same node of the
+min tree, so one cache line holds a pair of siblings of both trees and an update touches
+one line per level, not two. ``leaves`` is a power of two; node ``k`` has children ``2k``
+and ``2k + 1``; the root is node 1 (node 0 is unused) and leaf ``i`` is node
+``leaves + i``. Unused leaves hold 0 in the sum tree and +inf in the min tree, so they are
+never sampled and never the minimum.
 
 Every kernel rewrites a parent from its two children (``sum = left + right``) instead of
 adding a difference to it. The trees are then a pure function of their leaves: rounding
@@ -11,9 +15,9 @@ errors cannot pile up over millions of updates (a parent's relative error stays 
 to the one that was saved, so a restored buffer draws the very same samples.
 
 Batched kernels work level by level over the whole batch: one descent step for every
-sample, then the next level, so the cache misses of different samples overlap instead of
-waiting on each other; updates write every leaf first, then recompute each dirty parent
-once per level.
+sample, then the next level, so that the cache misses of different samples overlap
+instead of waiting on each other; an update writes every leaf first, then recomputes each
+parent of the level's dirty nodes once, before moving up a level.
 """
 
 from __future__ import annotations
@@ -24,55 +28,48 @@ from numba import njit
 from fastrl.replay.rows import gather_rows
 
 
-def new_trees(capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """An empty sum tree and min tree with room for ``capacity`` leaves."""
+def new_tree(capacity: int) -> np.ndarray:
+    """An empty sum and min tree with room for ``capacity`` leaves (``[2 * leaves, 2]``)."""
     leaves = 1 << max(capacity - 1, 0).bit_length()
-    return np.zeros(2 * leaves), np.full(2 * leaves, np.inf)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _pull(sums: np.ndarray, mins: np.ndarray, node: int) -> None:
-    """Recompute ``node`` of both trees from its children."""
-    left, right = 2 * node, 2 * node + 1
-    sums[node] = sums[left] + sums[right]
-    mins[node] = min(mins[left], mins[right])
+    tree = np.zeros((2 * leaves, 2))
+    tree[:, 1] = np.inf
+    return tree
 
 
 @njit(cache=True, nogil=True)
-def pull_range(sums: np.ndarray, mins: np.ndarray, first: int, stop: int) -> None:
+def pull_range(tree: np.ndarray, first: int, stop: int) -> None:
     """Recompute every ancestor of leaves ``first .. stop - 1``, one range per level."""
-    lo, hi = sums.shape[0] // 2 + first, sums.shape[0] // 2 + stop - 1
+    lo, hi = tree.shape[0] // 2 + first, tree.shape[0] // 2 + stop - 1
     while lo > 1:
         lo, hi = lo >> 1, hi >> 1
         for node in range(lo, hi + 1):
-            _pull(sums, mins, node)
+            tree[node, 0] = tree[2 * node, 0] + tree[2 * node + 1, 0]
+            tree[node, 1] = min(tree[2 * node, 1], tree[2 * node + 1, 1])
 
 
 @njit(cache=True, nogil=True)
-def fill_leaves(sums: np.ndarray, mins: np.ndarray, first: int, count: int, capacity: int,
-                value: float) -> None:
+def fill_leaves(tree: np.ndarray, first: int, count: int, capacity: int, value: float) -> None:
     """Set ``count`` leaves from ``first`` on (wrapping at ``capacity``) to ``value`` and
     recompute their ancestors: the range new transitions were written to."""
     count = min(count, capacity)
-    leaf0 = sums.shape[0] // 2
+    leaf0 = tree.shape[0] // 2
     for k in range(count):
         node = leaf0 + (first + k) % capacity
-        sums[node] = value
-        mins[node] = value
+        tree[node, 0] = value
+        tree[node, 1] = value
     stop = first + count
     if stop <= capacity:
-        pull_range(sums, mins, first, stop)
+        pull_range(tree, first, stop)
     else:  # the range wrapped: its two pieces
-        pull_range(sums, mins, first, capacity)
-        pull_range(sums, mins, 0, stop - capacity)
+        pull_range(tree, first, capacity)
+        pull_range(tree, 0, stop - capacity)
 
 
 @njit(cache=True, nogil=True)
-def check_update(idx: np.ndarray, priorities: np.ndarray, size: int,
-                 alpha: float) -> tuple[int, int, int, int]:
-    """How many indices lie outside ``0 .. size - 1`` and the first such position, then how
-    many priorities are not finite and > 0 (or whose ``priority ** alpha`` is not) and the
-    first such position (-1 where none)."""
+def _check_update(idx, priorities, size, alpha, leaves):
+    """``leaves[i] = priorities[i] ** alpha``; how many indices lie outside ``0 .. size - 1``
+    and the first such position, then how many priorities are not finite and > 0 (or their
+    leaf is not) and the first such position (-1 where none)."""
     bad_idx = bad_prio = 0
     first_idx = first_prio = -1
     for i in range(idx.shape[0]):
@@ -81,8 +78,8 @@ def check_update(idx: np.ndarray, priorities: np.ndarray, size: int,
             if first_idx < 0:
                 first_idx = i
         p = priorities[i]
-        leaf = p ** alpha
-        if not (p > 0 and np.isfinite(p) and leaf > 0 and np.isfinite(leaf)):
+        leaves[i] = p ** alpha
+        if not (p > 0 and np.isfinite(p) and leaves[i] > 0 and np.isfinite(leaves[i])):
             bad_prio += 1
             if first_prio < 0:
                 first_prio = i
@@ -90,57 +87,72 @@ def check_update(idx: np.ndarray, priorities: np.ndarray, size: int,
 
 
 @njit(cache=True, nogil=True)
-def update_leaves(sums: np.ndarray, mins: np.ndarray, row_stamps: np.ndarray, idx: np.ndarray,
-                  priorities: np.ndarray, stamps: np.ndarray, alpha: float) -> tuple[int, float]:
+def update_leaves(tree: np.ndarray, row_stamps: np.ndarray, size: int, idx: np.ndarray,
+                  priorities: np.ndarray, stamps: np.ndarray,
+                  alpha: float) -> tuple[int, float, tuple[int, int, int, int]]:
     """Set leaf ``idx[i]`` to ``priorities[i] ** alpha`` where ``row_stamps[idx[i]] ==
     stamps[i]`` (the row still holds the transition that was sampled), then recompute each
-    dirty ancestor once. Returns how many were applied and their largest priority (0.0 when
-    none). Inputs are valid (:func:`check_update`); a repeated index takes its last value."""
-    leaf0 = sums.shape[0] // 2
-    nodes = np.empty(idx.shape[0], np.int64)
-    applied = 0
+    dirty ancestor once. A repeated index takes its last value.
+
+    Returns how many were applied, their largest priority (0.0 when none), and the check of
+    the inputs: (indices outside ``0 .. size - 1``, the first one's position, priorities
+    that are not finite and > 0 or whose ``** alpha`` is not, the first one's position;
+    positions -1 where none). Nothing is applied unless both counts are 0.
+    """
+    leaves = np.empty(idx.shape[0])
+    check = _check_update(idx, priorities, size, alpha, leaves)
+    if check[0] or check[2]:
+        return 0, 0.0, check
+    leaf0 = tree.shape[0] // 2
+    nodes = np.empty(idx.shape[0], np.int64)  # the dirty nodes of the current level
+    count = 0
     top = 0.0
     for i in range(idx.shape[0]):
         if row_stamps[idx[i]] != stamps[i]:
             continue  # overwritten since it was sampled: the priority is stale
         node = leaf0 + idx[i]
-        leaf = priorities[i] ** alpha
-        sums[node] = leaf
-        mins[node] = leaf
-        nodes[applied] = node
-        applied += 1
+        tree[node, 0] = leaves[i]
+        tree[node, 1] = leaves[i]
+        nodes[count] = node
+        count += 1
         top = max(top, priorities[i])
-    if applied == 0:
-        return 0, top
-    nodes = np.sort(nodes[:applied])
-    count = applied
-    while nodes[0] > 1:
-        # parents of a sorted list are sorted: keep each once, compacting in place
+    applied = count
+    level = leaf0
+    while level > 1:
+        # Parents, each kept once: a sum is never negative, so -1 marks a parent already
+        # taken this level, in the very cache line the recompute needs next (no sort).
         kept = 0
         for i in range(count):
             parent = nodes[i] >> 1
-            if kept == 0 or nodes[kept - 1] != parent:
+            if tree[parent, 0] >= 0.0:
+                tree[parent, 0] = -1.0
                 nodes[kept] = parent
                 kept += 1
-                _pull(sums, mins, parent)
+        for i in range(kept):
+            # written out: a helper taking the array made these loops several times slower
+            node = nodes[i]
+            tree[node, 0] = tree[2 * node, 0] + tree[2 * node + 1, 0]
+            tree[node, 1] = min(tree[2 * node, 1], tree[2 * node + 1, 1])
         count = kept
-    return applied, top
+        level >>= 1
+    return applied, top, check
 
 
 @njit(cache=True, nogil=True)
-def sample_prioritized(sums: np.ndarray, mins: np.ndarray, u: np.ndarray, beta: float,
-                       idx: np.ndarray, weights: np.ndarray, pairs: tuple) -> None:
-    """Stratified sampling of ``len(u)`` rows, their IS weights, and the gather.
+def sample_prioritized(tree: np.ndarray, size: int, u: np.ndarray, beta: float,
+                       idx: np.ndarray, weights: np.ndarray, src: tuple, dst: tuple) -> None:
+    """Stratified sampling of ``len(u)`` of the ``size`` stored rows, their IS weights, and
+    the gather.
 
     The total mass is split into ``len(u)`` equal strata and stratum ``i`` is hit at
     ``(i + u[i]) / len(u)`` of it. ``weights[i] = (p_i / p_min) ** -beta`` with ``p`` the
     leaves (priority ** alpha) and ``p_min`` the min tree's root: ``(N * P(i)) ** -beta``
     divided by the largest weight any stored row can have, so weights are <= 1. Rows are
-    gathered into ``pairs`` as in :func:`gather_rows`.
+    gathered from ``src`` into ``dst`` as in :func:`gather_rows`.
     """
     batch = u.shape[0]
-    leaf0 = sums.shape[0] // 2
-    stride = sums[1] / batch
+    leaf0 = tree.shape[0] // 2
+    stride = tree[1, 0] / batch
     mass = np.empty(batch)
     for i in range(batch):
         mass[i] = (i + u[i]) * stride
@@ -149,15 +161,16 @@ def sample_prioritized(sums: np.ndarray, mins: np.ndarray, u: np.ndarray, beta: 
     while level < leaf0:
         for i in range(batch):
             left = 2 * idx[i]
-            below = sums[left]
-            # right when the mass lies beyond the left subtree, unless the right one is
-            # empty (rounding can put the mass a hair past the last stored leaf)
-            right = (mass[i] >= below) & (sums[left + 1] > 0.0)
+            below = tree[left, 0]
+            right = mass[i] >= below
             mass[i] -= below * right  # branch-free: the outcome is a coin flip
             idx[i] = left + right
         level *= 2
-    p_min = mins[1]
+    p_min = tree[1, 1]
     for i in range(batch):
-        weights[i] = (sums[idx[i]] / p_min) ** -beta
-        idx[i] -= leaf0
-    gather_rows(idx, pairs)
+        # Rounding can carry the mass a hair past the last stored row into the empty
+        # leaves; that row is the one it meant. (Clamping here instead of checking the
+        # right sibling at every level made the descent a third faster.)
+        idx[i] = min(idx[i] - leaf0, size - 1)
+        weights[i] = (tree[leaf0 + idx[i], 0] / p_min) ** -beta
+    gather_rows(idx, src, dst)
