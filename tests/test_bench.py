@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -44,13 +45,14 @@ def test_help_documents_every_option():
                          text=True, timeout=60).stdout
     for opt in ("--scenario", "--env", "--heavy-us", "--workers", "--envs-per-worker",
                 "--rollout-len", "--duration", "--warmup", "--repeats", "--peers", "--pin",
-                "--out", "--no-plot"):
+                "--out", "--no-plot", "--replay-capacity", "--replay-frames"):
         assert opt in out
 
 
 @pytest.mark.parametrize("argv, words", [
     (["--workers", "0"], ">= 1"), (["--workers", "a"], "integers"),
     (["--peers", "nope"], "choose from"), (["--scenario", "fly"], "choose from"),
+    (["--replay-frames", "-1"], ">= 0"), (["--replay-capacity", "0"], "> 0"),
 ])
 def test_bad_options_are_named(argv, words, capsys):
     with pytest.raises(SystemExit):
@@ -74,7 +76,8 @@ def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_res
     proc = subprocess.run(
         [sys.executable, "-m", "fastrl.bench", "--scenario", "collect,collect-policy,train,replay",
          "--workers", "1", "--envs-per-worker", "2", "--rollout-len", "8", "--duration", "0.5",
-         "--warmup", "0.2", "--repeats", "1", "--out", str(tmp_path), "--pin"],
+         "--warmup", "0.2", "--repeats", "1", "--out", str(tmp_path), "--pin",
+         "--replay-capacity", "5000", "--replay-frames", "500"],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "bench.json").read_text())
@@ -85,7 +88,17 @@ def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_res
         r = rows[name]
         assert r["steps"] > 0 and r["steps_per_sec"] > 0 and r["steps_per_cpu_s"] > 0, name
         assert r["cores_used"] > 0
-    assert rows["fastrl replay"]["note"].startswith("skipped")
+    replay = {name: r for name, r in rows.items() if r["scenario"] == "replay"}
+    assert "kernels loaded from numba's cache" in replay.pop("replay first calls")["note"]
+    for key in ("sample", "uniform", "update", "loop", "insert n=1", "frames"):
+        fastrl, baseline = (r for name, r in replay.items() if name.startswith(f"replay {key}:"))
+        assert fastrl["steps"] > 0 and fastrl["steps_per_sec"] > 0 and fastrl["cpu_s"] > 0
+        if not baseline["note"].startswith("skipped: cpprb"):  # optional peer
+            assert baseline["steps_per_sec"] > 0, key
+            assert re.search(r"µs/call; \d+\.\d\dx ", fastrl["note"]), fastrl["note"]
+    assert re.search(r"M transitions/s \(target >= 10M: (met|MISSED)\)",
+                     replay["replay insert n=3: fastrl PER add_slot n=3"]["note"])
+    assert "median" in proc.stdout and "fastrl replay" in proc.stdout
     for optional in ("SB3 SubprocVecEnv", "EnvPool"):  # measured, or said to be skipped
         assert rows[optional]["steps"] > 0 or rows[optional]["note"].startswith("skipped")
     assert set(rows["fastrl collect-policy"]["stage_share"]) == {"act", "env", "write"}

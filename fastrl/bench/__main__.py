@@ -17,7 +17,8 @@ from pathlib import Path
 
 from fastrl.bench import peers
 from fastrl.bench.fastrl_runs import SCENARIOS, run_fastrl
-from fastrl.bench.measure import Result, failed, skipped
+from fastrl.bench.measure import Result, failed
+from fastrl.bench.replay import print_replay, run_replay
 from fastrl.bench.report import plot_scaling, print_table, write_json
 from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
@@ -39,14 +40,14 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-def _positive(kind: type):
+def _positive(kind: type, zero_ok: bool = False):
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if value < 0 or (value == 0 and not zero_ok):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if zero_ok else '>'} 0, got {text}")
         return value
     return parse
 
@@ -68,7 +69,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scenario", type=_names((*SCENARIOS, "replay")), default=["collect"],
                    help="comma-separated: collect (random actions, env stepping + ring "
                         "writes), collect-policy (policy forward in the loop), train (PPO end "
-                        "to end), replay (needs prioritized replay). Default: collect")
+                        "to end), replay (fastrl.replay against numpy and cpprb, in one "
+                        "process; --duration per comparison). Default: collect")
     p.add_argument("--env", type=lambda t: [v for v in t.split(",") if v],
                    default=["CartPole-v1"],
                    help="comma-separated env ids fastrl runs (fastrl/CartPole-v1 is fastrl's "
@@ -99,6 +101,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("bench_results"),
                    help="folder for bench.json and scaling.png")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--replay-capacity", type=_positive(int), default=1_000_000,
+                   help="replay scenario: capacity of the vector-obs buffers (default 1000000)")
+    p.add_argument("--replay-frames", type=_positive(int, zero_ok=True), default=100_000,
+                   help="replay scenario: capacity of the 84x84 uint8 frame buffer, 0 to leave "
+                        "frames out (default 100000)")
     return p.parse_args(argv)
 
 
@@ -121,13 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
     jobs: list[tuple[str, object]] = []  # (label, zero-argument measurement)
     for scenario in args.scenario:
+        if scenario == "replay":
+            continue  # one run of its own below: it has no env and no workers
         for env_id in env_ids:
             for w in args.workers:
-                if scenario == "replay":
-                    jobs.append(("replay", partial(skipped, "fastrl replay", "replay", w,
-                                                   w * args.envs_per_worker,
-                                                   "needs prioritized replay (issue 5)")))
-                    continue
                 jobs.append((f"fastrl {scenario} {env_id} w={w}", partial(
                     run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
                     args.rollout_len, extra=extra, label_env=env_id != peer_env, **window)))
@@ -159,13 +163,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}: " + ", ".join(f"{r.steps_per_sec:,.0f}" for r in runs) + " steps/s"
               + (f" ({runs[0].note})" if runs[0].note else ""), file=sys.stderr)
         repeats.append(runs)
+    replay: list[Result] = []
+    if "replay" in args.scenario and not interrupted:
+        try:
+            for row in run_replay(args.replay_capacity, args.replay_frames, args.warmup,
+                                  args.duration):
+                replay.append(row)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("interrupted: reporting what was measured so far", file=sys.stderr)
     results = [median(rs) for rs in repeats]
     raw = next((r.steps_per_sec for r in results if r.system == "raw loop"), None)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    print_table(results, raw)
+    if results or not replay:
+        print_table(results, raw)
+    if replay:
+        print_replay(replay)
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    write_json(args.out / "bench.json", options, results, repeats)
+    write_json(args.out / "bench.json", options, results + replay,
+               repeats + [[r] for r in replay])
     print(f"wrote {args.out / 'bench.json'}")
     if not args.no_plot:
         if plot_scaling(args.out / "scaling.png", results, raw):
