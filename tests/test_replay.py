@@ -265,13 +265,13 @@ def test_importance_weights_are_normalised_by_the_smallest_priority():
 
 def test_new_transitions_enter_at_the_largest_priority():
     buf, streams = filled(alpha=0.5, capacity=200)
-    assert np.all(buf.priorities() == 1.0)
+    assert np.all(buf.priority_leaves() == 1.0)
     batch = buf.sample(4, np.random.default_rng(0), beta=1.0)
     buf.update_priorities(batch["indices"], np.array([0.5, 9.0, 2.0, 3.0]), batch["stamps"])
     assert buf.max_priority == 9.0
     before = buf.size
     buf.add_slot(streams.slot(0, 8))
-    assert np.all(buf.priorities()[before:] == 3.0)  # 9 ** 0.5
+    assert np.all(buf.priority_leaves()[before:] == 3.0)  # 9 ** 0.5
 
 
 def test_stale_priority_updates_are_dropped():
@@ -281,21 +281,21 @@ def test_stale_priority_updates_are_dropped():
     overwritten = buf.add_slot(streams.slot(1, 8))  # the oldest rows are replaced
     fresh = buf.storage["stamp"][idx] == stamps
     assert 0 < fresh.sum() < len(idx)
-    leaves = buf.priorities().copy()
+    leaves = buf.priority_leaves().copy()
     applied = buf.update_priorities(idx, np.full(len(idx), 7.0), stamps)
     assert applied == fresh.sum() and overwritten > 0
-    changed = buf.priorities() != leaves
+    changed = buf.priority_leaves() != leaves
     assert set(np.flatnonzero(changed)) == set(idx[fresh])
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, -np.inf])
 def test_invalid_priorities_are_rejected_and_nothing_changes(bad):
     buf, _ = filled()
-    leaves = buf.priorities().copy()
+    leaves = buf.priority_leaves().copy()
     prio = np.array([1.0, 2.0, bad, 3.0])
     with pytest.raises(ReplayError, match=r"1 of 4 priorities .* e\.g\. .* for index 2"):
         buf.update_priorities(np.arange(4), prio, buf.storage["stamp"][:4])
-    assert np.array_equal(buf.priorities(), leaves)
+    assert np.array_equal(buf.priority_leaves(), leaves)
 
 
 def test_out_of_range_indices_and_shapes_are_rejected():

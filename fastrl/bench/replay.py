@@ -137,7 +137,8 @@ def _met(ok: bool) -> str:
 # -- fixtures ------------------------------------------------------------------------------
 
 
-def _slot(obs_shape: tuple[int, ...], dtype, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def random_slot(obs_shape: tuple[int, ...], dtype,
+                rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A random T x E slot whose envs continue into the next copy of it (its bootstrap obs is
     its first obs), with an episode end now and then."""
     if np.dtype(dtype) == np.uint8:
@@ -151,10 +152,10 @@ def _slot(obs_shape: tuple[int, ...], dtype, rng: np.random.Generator) -> dict[s
             "env_id": np.broadcast_to(np.arange(E, dtype=np.int32), (T, E)).copy()}
 
 
-def _filled(cls, capacity: int, obs_shape, dtype, n_step: int, rng) -> ReplayBuffer:
+def filled_buffer(cls, capacity: int, obs_shape, dtype, n_step: int, rng) -> ReplayBuffer:
     """A full buffer (wrapped once), with random priorities when prioritized."""
     buf = cls(capacity, obs_shape, dtype, (), np.int64, E, n_step=n_step)
-    slot = _slot(obs_shape, dtype, rng)
+    slot = random_slot(obs_shape, dtype, rng)
     while buf.inserted < capacity + T * E:
         buf.add_slot(slot)
     if isinstance(buf, PrioritizedReplayBuffer):
@@ -164,11 +165,26 @@ def _filled(cls, capacity: int, obs_shape, dtype, n_step: int, rng) -> ReplayBuf
     return buf
 
 
-class _Cpprb:
-    """cpprb's PrioritizedReplayBuffer with fastrl's fields, full, random priorities; the
-    calls its sides make."""
+class Updates:
+    """``POOL`` batches of random rows and priorities, handed out in turn: fresh rows every
+    call, as after a sample (a few batches reused would keep their tree paths in cache)."""
 
-    def __init__(self, capacity: int, pool: np.ndarray, prio: np.ndarray, rng) -> None:
+    def __init__(self, capacity: int, rng: np.random.Generator) -> None:
+        self.idx = rng.integers(capacity, size=(POOL, BATCH))
+        self.prio = rng.exponential(1.0, (POOL, BATCH)) + 1e-3
+        self.turn = 0
+
+    def next(self) -> int:
+        """The number of the next batch."""
+        self.turn = (self.turn + 1) % POOL
+        return self.turn
+
+
+class CpprbPeer:
+    """cpprb's PrioritizedReplayBuffer with fastrl's fields, full, random priorities, and
+    the calls its sides make."""
+
+    def __init__(self, capacity: int, updates: Updates, rng: np.random.Generator) -> None:
         self.buf = cpprb.PrioritizedReplayBuffer(capacity, env_dict={
             "obs": {"shape": VECTOR}, "act": {"dtype": np.int64}, "rew": {},
             "next_obs": {"shape": VECTOR}, "done": {}}, alpha=0.6, eps=1e-6)
@@ -179,21 +195,24 @@ class _Cpprb:
         for _ in range(-(-capacity // n) + 1):
             self.buf.add(**self.batch)
         self.buf.update_priorities(np.arange(capacity), rng.exponential(1.0, capacity) + 1e-3)
-        self.pool, self.prio, self.turn = pool, prio, 0
+        self.updates = updates
 
     def update(self) -> None:
-        self.turn = (self.turn + 1) % POOL
-        self.buf.update_priorities(self.pool[self.turn], self.prio[self.turn])
+        """update_priorities of the next batch of :class:`Updates`."""
+        k = self.updates.next()
+        self.buf.update_priorities(self.updates.idx[k], self.updates.prio[k])
 
     def loop(self) -> None:
+        """One step of a training loop: sample, then update those rows' priorities."""
         batch = self.buf.sample(BATCH, beta=BETA)
-        self.buf.update_priorities(batch["indexes"], self.prio[0])
+        self.buf.update_priorities(batch["indexes"], self.updates.prio[0])
 
     def add(self) -> None:
+        """Add one slot's worth of transitions (T x E)."""
         self.buf.add(**self.batch)
 
 
-def _numpy_gather(buf: ReplayBuffer, rng) -> Callable[[], object]:
+def numpy_gather(buf: ReplayBuffer, rng) -> Callable[[], object]:
     """The baseline: 256 random rows of obs, action, reward, next_obs, done by numpy fancy
     indexing (fresh arrays each call)."""
     s = buf.storage
@@ -205,7 +224,7 @@ def _numpy_gather(buf: ReplayBuffer, rng) -> Callable[[], object]:
     return gather
 
 
-def _numpy_take_into(buf: ReplayBuffer, rng) -> Callable[[], object]:
+def numpy_take_into(buf: ReplayBuffer, rng) -> Callable[[], object]:
     """The baseline for frames: the same rows copied by ``np.take`` into preallocated
     arrays (no allocation per call)."""
     s = buf.storage
@@ -239,7 +258,7 @@ def first_calls(rng) -> Result:
     t0, c0 = time.perf_counter(), time.process_time()
     for shape, dtype in ((VECTOR, np.float32), (FRAME, np.uint8)):
         for cls in (ReplayBuffer, PrioritizedReplayBuffer):
-            buf = _filled(cls, 2 * T * E, shape, dtype, 3, rng)
+            buf = filled_buffer(cls, 2 * T * E, shape, dtype, 3, rng)
             kw = {"beta": BETA} if cls is PrioritizedReplayBuffer else {}
             batch = buf.sample(BATCH, rng, **kw)
             if kw:
@@ -254,24 +273,22 @@ def first_calls(rng) -> Result:
 
 def comparisons(capacity: int, frames_capacity: int, rng) -> list[Comparison]:
     """Every comparison of the scenario, with its fixtures built (full buffers)."""
-    per = _filled(PrioritizedReplayBuffer, capacity, VECTOR, np.float32, 1, rng)
-    per3 = _filled(PrioritizedReplayBuffer, capacity, VECTOR, np.float32, 3, rng)
-    uni = _filled(ReplayBuffer, capacity, VECTOR, np.float32, 1, rng)
-    slot = _slot(VECTOR, np.float32, rng)
-    pool = rng.integers(capacity, size=(POOL, BATCH))
-    prio = rng.exponential(1.0, (POOL, BATCH)) + 1e-3
-    stamps = per.storage["stamp"][pool]  # they hold while nothing is inserted into `per`
-    turn = iter(range(1 << 62))
+    per = filled_buffer(PrioritizedReplayBuffer, capacity, VECTOR, np.float32, 1, rng)
+    per3 = filled_buffer(PrioritizedReplayBuffer, capacity, VECTOR, np.float32, 3, rng)
+    uni = filled_buffer(ReplayBuffer, capacity, VECTOR, np.float32, 1, rng)
+    slot = random_slot(VECTOR, np.float32, rng)
+    updates = Updates(capacity, rng)
+    stamps = per.storage["stamp"][updates.idx]  # they hold while nothing is added to `per`
 
     def per_update():
-        k = next(turn) % POOL
-        return per.update_priorities(pool[k], prio[k], stamps[k])
+        k = updates.next()
+        return per.update_priorities(updates.idx[k], updates.prio[k], stamps[k])
 
     def per_loop():
         batch = per.sample(BATCH, rng, BETA)
-        return per.update_priorities(batch["indices"], prio[0], batch["stamps"])
+        return per.update_priorities(batch["indices"], updates.prio[0], batch["stamps"])
 
-    peer = _Cpprb(capacity, pool, prio, rng) if cpprb else None
+    peer = CpprbPeer(capacity, updates, rng) if cpprb else None
     skip = "" if peer else NO_CPPRB
 
     def peer_side(name: str, call: str, items: int) -> Side | None:
@@ -282,10 +299,10 @@ def comparisons(capacity: int, frames_capacity: int, rng) -> list[Comparison]:
     out = [
         Comparison("sample", f"prioritized sample ({vec})",
                    Side("fastrl PER sample", lambda: per.sample(BATCH, rng, BETA), BATCH),
-                   Side("numpy fancy-index gather", _numpy_gather(per, rng), BATCH), 1.3),
+                   Side("numpy fancy-index gather", numpy_gather(per, rng), BATCH), 1.3),
         Comparison("uniform", f"uniform sample ({vec})",
                    Side("fastrl uniform sample", lambda: uni.sample(BATCH, rng), BATCH),
-                   Side("numpy fancy-index gather", _numpy_gather(uni, rng), BATCH)),
+                   Side("numpy fancy-index gather", numpy_gather(uni, rng), BATCH)),
         Comparison("update", f"priority update ({vec})",
                    Side("fastrl PER update", per_update, BATCH),
                    peer_side("cpprb update_priorities", "update", BATCH), 1.0, skip=skip),
@@ -301,12 +318,12 @@ def comparisons(capacity: int, frames_capacity: int, rng) -> list[Comparison]:
                    None, min_rate=10e6),
     ]
     if frames_capacity:
-        frames = _filled(PrioritizedReplayBuffer, frames_capacity, FRAME, np.uint8, 1, rng)
+        frames = filled_buffer(PrioritizedReplayBuffer, frames_capacity, FRAME, np.uint8, 1, rng)
         out.append(Comparison(
             "frames", f"prioritized sample (capacity {frames_capacity:,}, obs 84x84 uint8, "
             f"batch {BATCH})",
             Side("fastrl PER sample", lambda: frames.sample(BATCH, rng, BETA), BATCH),
-            Side("np.take into preallocated", _numpy_take_into(frames, rng), BATCH), 1.2))
+            Side("np.take into preallocated", numpy_take_into(frames, rng), BATCH), 1.2))
     return out
 
 

@@ -33,7 +33,11 @@ SLOT_KEYS = ("obs", "action", "reward", "terminated", "truncated", "final_obs",
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or int(value) != value or value < 1:
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and value >= 1
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ReplayError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 
@@ -107,9 +111,6 @@ class ReplayBuffer:
         """Transitions stored since the buffer was made: the insert counter rows are stamped
         with."""
         return self._inserted
-
-    def __len__(self) -> int:
-        return self._size
 
     # -- insertion ------------------------------------------------------------------------
 
@@ -232,6 +233,7 @@ class ReplayBuffer:
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
         """Continue from :meth:`state_dict` (or ``np.load`` of a file it was saved to).
         Raises :class:`ReplayError`, changing nothing, when the state does not fit."""
+        state = {k: np.asarray(v) for k, v in state.items()}  # an npz file: read each once
         size = self._check_state(state)
         for k, live in self._arrays(size).items():
             live[...] = state[k]
@@ -241,11 +243,11 @@ class ReplayBuffer:
         self._cursor, self._size = int(counters["cursor"]), int(counters["size"])
         self._inserted = int(counters["inserted"])
 
-    def _check_state(self, state: Mapping[str, np.ndarray]) -> int:
+    def _check_state(self, state: dict[str, np.ndarray]) -> int:
         """The state's row count, once the state is known to fit this buffer."""
-        kind = str(state["kind"]) if "kind" in state else None
-        if kind != self.kind:
-            raise ReplayError(f"replay state is of a {kind!r} buffer, this one is {self.kind!r}")
+        if "kind" in state and str(state["kind"]) != self.kind:
+            raise ReplayError(f"replay state is of a {str(state['kind'])!r} buffer, this one "
+                              f"is {self.kind!r}")
         config = self._config()
         keys = [*config, *self._counters(), *self._arrays(0)]
         missing = [k for k in keys if k not in state]
@@ -260,7 +262,7 @@ class ReplayBuffer:
             raise ReplayError(f"replay state has size {size} and cursor {cursor}; capacity is "
                               f"{self.capacity}")
         for k, live in self._arrays(size).items():
-            got = np.asarray(state[k])
+            got = state[k]
             if got.shape != live.shape or got.dtype != live.dtype:
                 raise ReplayError(f"replay state {k!r} is {got.dtype}{list(got.shape)}, "
                                   f"expected {live.dtype}{list(live.shape)}")

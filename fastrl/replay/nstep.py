@@ -56,9 +56,9 @@ def insert_nstep(slot: tuple, env_ids: np.ndarray, tail: tuple, store: tuple, cu
     count = _emit(slot, np.ones((steps, envs), np.bool_), steps, n, gamma, store, cursor,
                   stamp0, count, keep, held - steps)
     if steps >= held:
-        _roll_tails(slot, steps - held, env_ids, tail, keep, slot[6])
+        _roll_tails(slot, steps - held, env_ids, tail, keep)
     else:  # the head is the whole stream
-        _roll_tails(head, steps, env_ids, tail, keep, slot[6])
+        _roll_tails(head, steps, env_ids, tail, keep)
     return count
 
 
@@ -151,9 +151,10 @@ def _emit(stream, pending, stop, n, gamma, store, cursor, stamp0, count, keep, k
 
 
 @njit(cache=True, nogil=True)
-def _roll_tails(stream, first, env_ids, tail, keep, bootstrap_obs):
+def _roll_tails(stream, first, env_ids, tail, keep):
     """Make each env's tail the stream's last ``n - 1`` steps: steps ``first ..`` of
-    ``stream``, with the pending flags in ``keep``; remember where the slot ended."""
+    ``stream`` (which ends where the slot does), with the pending flags in ``keep``; and
+    remember the observation the slot ended on."""
     obs, action, reward, terminated, truncated, final_obs, after = stream
     t_obs, t_action, t_reward, t_term, t_trunc, t_next, t_pending, t_boot, t_seen = tail
     length = reward.shape[0]
@@ -173,5 +174,5 @@ def _roll_tails(stream, first, env_ids, tail, keep, bootstrap_obs):
             t_term[env, i] = terminated[j, e]
             t_trunc[env, i] = truncated[j, e]
             t_pending[env, i] = keep[i, e]
-        copy_row(t_boot[env], bootstrap_obs[e])
+        copy_row(t_boot[env], after[e])
         t_seen[env] = True

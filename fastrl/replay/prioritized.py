@@ -42,15 +42,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = 1.0
         self._tree = new_tree(self.capacity)
 
-    @property
-    def total_priority(self) -> float:
-        """The sum of every stored row's ``priority ** alpha`` (the sum tree's root)."""
-        return float(self._tree[1, 0])
+    def priority_leaves(self) -> np.ndarray:
+        """The stored rows' ``priority ** alpha``, in row order (a view of the sum tree's
+        leaves)."""
+        return self._leaves()[:self._size, 0]
 
-    def priorities(self) -> np.ndarray:
-        """A view of the stored rows' ``priority ** alpha`` (the leaves), row order."""
-        leaf0 = self._tree.shape[0] // 2
-        return self._tree[leaf0:leaf0 + self._size, 0]
+    def _leaves(self) -> np.ndarray:
+        """Every leaf of both trees (``[leaves, 2]``), a view."""
+        return self._tree[self._tree.shape[0] // 2:]
 
     def add_slot(self, slot: Mapping[str, np.ndarray]) -> int:
         """As :meth:`ReplayBuffer.add_slot`; the new rows get the largest priority so far."""
@@ -118,8 +117,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return {**super()._counters(), "max_priority": self.max_priority}
 
     def _arrays(self, size: int) -> dict[str, np.ndarray]:
-        leaf0 = self._tree.shape[0] // 2
-        return {**super()._arrays(size), "priority_leaves": self._tree[leaf0:leaf0 + size, 0]}
+        return {**super()._arrays(size), "priority_leaves": self._leaves()[:size, 0]}
 
     def _restore_counters(self, counters: dict[str, int | float]) -> None:
         super()._restore_counters(counters)
@@ -129,7 +127,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """As :meth:`ReplayBuffer.load_state_dict`; the trees are rebuilt from the saved
         leaves, bit-identical to the saved buffer's (see :mod:`fastrl.replay.sumtree`)."""
         super().load_state_dict(state)
-        leaves = self._tree[self._tree.shape[0] // 2:]
+        leaves = self._leaves()
         leaves[self._size:] = (0.0, np.inf)
         leaves[:self._size, 1] = leaves[:self._size, 0]
         pull_range(self._tree, 0, leaves.shape[0])
