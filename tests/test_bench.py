@@ -90,7 +90,7 @@ def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_res
         assert r["cores_used"] > 0
     replay = {name: r for name, r in rows.items() if r["scenario"] == "replay"}
     assert "kernels loaded from numba's cache" in replay.pop("replay first calls")["note"]
-    for key in ("sample", "uniform", "update", "loop", "insert n=1", "frames"):
+    for key in ("sample", "uniform", "update", "loop", "insert n=1", "insert n=3", "frames"):
         fastrl, baseline = (r for name, r in replay.items() if name.startswith(f"replay {key}:"))
         assert fastrl["steps"] > 0 and fastrl["steps_per_sec"] > 0 and fastrl["cpu_s"] > 0
         if not baseline["note"].startswith("skipped: cpprb"):  # optional peer

@@ -294,6 +294,7 @@ def comparisons(capacity: int, frames_capacity: int, rng) -> list[Comparison]:
     def peer_side(name: str, call: str, items: int) -> Side | None:
         return Side(name, getattr(peer, call), items) if peer else None
 
+    insert1 = Side("fastrl PER add_slot n=1", lambda: per.add_slot(slot), T * E)
     vec = f"capacity {capacity:,}, obs 4 x float32, batch {BATCH}"
     ins = f"slot {T}x{E} into a full PER buffer, capacity {capacity:,}"
     out = [
@@ -310,12 +311,12 @@ def comparisons(capacity: int, frames_capacity: int, rng) -> list[Comparison]:
                    Side("fastrl PER sample+update", per_loop, BATCH),
                    peer_side("cpprb sample+update", "loop", BATCH), skip=skip),
         # inserts last: they overwrite rows of `per`, whose stamps per_update holds
-        Comparison("insert n=1", f"insert n=1 ({ins})",
-                   Side("fastrl PER add_slot n=1", lambda: per.add_slot(slot), T * E),
+        Comparison("insert n=1", f"insert n=1 ({ins})", insert1,
                    peer_side("cpprb PER add", "add", T * E), min_rate=10e6, skip=skip),
+        # n=1 as the baseline: what n-step windows cost, and rounds that share the noise
         Comparison("insert n=3", f"insert n=3 ({ins})",
                    Side("fastrl PER add_slot n=3", lambda: per3.add_slot(slot), T * E),
-                   None, min_rate=10e6),
+                   insert1, min_rate=10e6),
     ]
     if frames_capacity:
         frames = filled_buffer(PrioritizedReplayBuffer, frames_capacity, FRAME, np.uint8, 1, rng)

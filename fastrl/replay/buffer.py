@@ -146,7 +146,7 @@ class ReplayBuffer:
                 "reward": (te, np.float32), "terminated": (te, np.bool_),
                 "truncated": (te, np.bool_), "final_obs": (te + self.obs_shape, self.obs_dtype),
                 "bootstrap_obs": (te[1:] + self.obs_shape, self.obs_dtype),
-                "env_id": (te, np.int64)}
+                "env_id": (te, None)}
         arrays = {}
         for key, (shape, dtype) in want.items():
             a = np.asarray(slot[key])
@@ -155,7 +155,7 @@ class ReplayBuffer:
                                   f"([T, E] = {list(te)}, obs {self.obs_shape}, action "
                                   f"{self.act_shape})")
             arrays[key] = np.ascontiguousarray(a, dtype)
-        env_ids = arrays.pop("env_id")[0]
+        env_ids = arrays.pop("env_id")[0].astype(np.int64)
         self._check_env_ids(env_ids)
         words = {k: as_words(arrays[k], lead=2) for k in ("obs", "action", "final_obs")}
         args = (words["obs"], words["action"], arrays["reward"], arrays["terminated"],

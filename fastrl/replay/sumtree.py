@@ -167,10 +167,11 @@ def sample_prioritized(tree: np.ndarray, size: int, u: np.ndarray, beta: float,
             idx[i] = left + right
         level *= 2
     p_min = tree[1, 1]
+    power = np.float32(-beta)  # float32 powers: the weights are float32, at half the cost
     for i in range(batch):
         # Rounding can carry the mass a hair past the last stored row into the empty
         # leaves; that row is the one it meant. (Clamping here instead of checking the
         # right sibling at every level made the descent a third faster.)
         idx[i] = min(idx[i] - leaf0, size - 1)
-        weights[i] = (tree[leaf0 + idx[i], 0] / p_min) ** -beta
+        weights[i] = np.float32(tree[leaf0 + idx[i], 0] / p_min) ** power
     gather_rows(idx, src, dst)
