@@ -31,6 +31,12 @@ from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
 CAPACITY, FRAMES_CAPACITY = 1_000_000, 100_000
 
 
+def run(benchmark, fn, *args, rounds: int = 2000) -> None:
+    """One call per round, after a warm-up: pytest-benchmark's own calibration batched some
+    of these calls 100 to a round and others not, which skewed the groups' ratios."""
+    benchmark.pedantic(fn, args, rounds=rounds, iterations=1, warmup_rounds=rounds // 10)
+
+
 @pytest.fixture(scope="module")
 def rng():
     return np.random.default_rng(0)
@@ -54,18 +60,18 @@ def peer(updates, rng):
 
 @pytest.mark.benchmark(group="replay sample")
 def test_prioritized_sample(benchmark, per, rng):
-    benchmark(per.sample, BATCH, rng, BETA)
+    run(benchmark, per.sample, BATCH, rng, BETA)
 
 
 @pytest.mark.benchmark(group="replay sample")
 def test_uniform_sample(benchmark, rng):
     buf = filled_buffer(ReplayBuffer, CAPACITY, VECTOR, np.float32, 1, rng)
-    benchmark(buf.sample, BATCH, rng)
+    run(benchmark, buf.sample, BATCH, rng)
 
 
 @pytest.mark.benchmark(group="replay sample")
 def test_sample_baseline_numpy_gather(benchmark, per, rng):
-    benchmark(numpy_gather(per, rng))
+    run(benchmark, numpy_gather(per, rng))
 
 
 @pytest.mark.benchmark(group="replay update")
@@ -77,12 +83,12 @@ def test_priority_update(benchmark, per, updates):
         return per.update_priorities(updates.idx[k], updates.prio[k], stamps[k])
 
     assert update() == BATCH
-    benchmark(update)
+    run(benchmark, update)
 
 
 @pytest.mark.benchmark(group="replay update")
 def test_priority_update_cpprb(benchmark, peer):
-    benchmark(peer.update)
+    run(benchmark, peer.update)
 
 
 @pytest.mark.benchmark(group="replay sample+update")
@@ -91,12 +97,12 @@ def test_sample_update_loop(benchmark, per, updates, rng):
         batch = per.sample(BATCH, rng, BETA)
         return per.update_priorities(batch["indices"], updates.prio[0], batch["stamps"])
 
-    benchmark(loop)
+    run(benchmark, loop)
 
 
 @pytest.mark.benchmark(group="replay sample+update")
 def test_sample_update_loop_cpprb(benchmark, peer):
-    benchmark(peer.loop)
+    run(benchmark, peer.loop)
 
 
 @pytest.mark.benchmark(group="replay insert")
@@ -105,13 +111,13 @@ def test_insert_slot(benchmark, n_step, rng):
     """One 64 x 32 slot into a full buffer; transitions/s = 2048 / median."""
     buf = filled_buffer(PrioritizedReplayBuffer, CAPACITY, VECTOR, np.float32, n_step, rng)
     slot = random_slot(VECTOR, np.float32, rng)
-    benchmark(buf.add_slot, slot)
+    run(benchmark, buf.add_slot, slot)
     benchmark.extra_info["transitions_per_s"] = slot["reward"].size / benchmark.stats["median"]
 
 
 @pytest.mark.benchmark(group="replay insert")
 def test_insert_cpprb(benchmark, peer):
-    benchmark(peer.add)
+    run(benchmark, peer.add)
 
 
 @pytest.fixture(scope="module")
@@ -121,9 +127,9 @@ def frames(rng):
 
 @pytest.mark.benchmark(group="replay frames sample")
 def test_frames_prioritized_sample(benchmark, frames, rng):
-    benchmark(frames.sample, BATCH, rng, BETA)
+    run(benchmark, frames.sample, BATCH, rng, BETA, rounds=300)
 
 
 @pytest.mark.benchmark(group="replay frames sample")
 def test_frames_baseline_take_into_preallocated(benchmark, frames, rng):
-    benchmark(numpy_take_into(frames, rng))
+    run(benchmark, numpy_take_into(frames, rng), rounds=300)
