@@ -48,10 +48,11 @@ def test_sums_and_mins_match_a_reference_after_random_fills_and_updates(capacity
         idx = rng.integers(size, size=count % 40 + 1)
         prio = rng.uniform(0.01, 100.0, idx.size)
         given_stamps = np.where(rng.random(idx.size) < 0.2, -5, stamps[idx])
-        applied, top, _ = update_leaves(tree, stamps, size, idx, prio, given_stamps, 0.7)
+        powered = prio ** 0.7
+        applied, top, _ = update_leaves(tree, stamps, size, idx, prio, powered, given_stamps)
         fresh = given_stamps == stamps[idx]
         for i in np.flatnonzero(fresh):  # in order: a repeated index keeps its last value
-            leaves[idx[i]] = prio[i] ** 0.7
+            leaves[idx[i]] = powered[i]
         assert applied == fresh.sum()
         assert top == (prio[fresh].max() if fresh.any() else 0.0)
     assert np.array_equal(tree[leaf0:leaf0 + capacity, 0], leaves)
@@ -71,7 +72,7 @@ def test_drift_stays_below_1e6_after_two_million_updates():
     # priorities spanning 12 orders of magnitude make a lossy running sum drift quickly
     prio = 10.0 ** rng.uniform(-6, 6, size=(8_000, batch))
     for i in range(8_000):
-        update_leaves(tree, stamps, capacity, idx[i], prio[i], stamps[idx[i]], 1.0)
+        update_leaves(tree, stamps, capacity, idx[i], prio[i], prio[i], stamps[idx[i]])
     leaves = tree[tree.shape[0] // 2:][:capacity, 0]
     exact = math.fsum(leaves)
     assert abs(tree[1, 0] - exact) / exact < 1e-6
@@ -86,7 +87,8 @@ def test_a_rebuild_from_the_leaves_is_bit_identical():
     stamps = np.arange(100, dtype=np.int64)
     for _ in range(50):
         idx = rng.integers(100, size=32)
-        update_leaves(tree, stamps, 100, idx, rng.uniform(0, 9, 32) + 1e-3, stamps[idx], 0.6)
+        prio = rng.uniform(0, 9, 32) + 1e-3
+        update_leaves(tree, stamps, 100, idx, prio, prio ** 0.6, stamps[idx])
     leaf0 = tree.shape[0] // 2
     copy = new_tree(100)
     copy[leaf0:] = tree[leaf0:]

@@ -95,8 +95,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if not (idx.ndim == 1 and idx.shape == prio.shape == stamps.shape):
             raise ReplayError(f"indices, priorities and stamps must be 1-D of one length, got "
                               f"shapes {idx.shape}, {prio.shape}, {stamps.shape}")
+        with np.errstate(all="ignore"):  # bad priorities are reported below, by name
+            leaves = np.power(prio, self.alpha)
         applied, top, (bad_idx, first_idx, bad_prio, first_prio) = update_leaves(
-            self._tree, self.storage["stamp"], self._size, idx, prio, stamps, self.alpha)
+            self._tree, self.storage["stamp"], self._size, idx, prio, leaves, stamps)
         if bad_idx:
             raise ReplayError(f"{bad_idx} of {idx.size} indices are not stored rows (0 .. "
                               f"{self._size - 1}), e.g. {int(idx[first_idx])}")

@@ -66,10 +66,10 @@ def fill_leaves(tree: np.ndarray, first: int, count: int, capacity: int, value: 
 
 
 @njit(cache=True, nogil=True)
-def _check_update(idx, priorities, size, alpha, leaves):
-    """``leaves[i] = priorities[i] ** alpha``; how many indices lie outside ``0 .. size - 1``
-    and the first such position, then how many priorities are not finite and > 0 (or their
-    leaf is not) and the first such position (-1 where none)."""
+def _check_update(idx, priorities, size, leaves):
+    """How many indices lie outside ``0 .. size - 1`` and the first such position, then how
+    many priorities are not finite and > 0 (or their leaf is not) and the first such position
+    (-1 where none)."""
     bad_idx = bad_prio = 0
     first_idx = first_prio = -1
     for i in range(idx.shape[0]):
@@ -78,7 +78,6 @@ def _check_update(idx, priorities, size, alpha, leaves):
             if first_idx < 0:
                 first_idx = i
         p = priorities[i]
-        leaves[i] = p ** alpha
         if not (p > 0 and np.isfinite(p) and leaves[i] > 0 and np.isfinite(leaves[i])):
             bad_prio += 1
             if first_prio < 0:
@@ -88,19 +87,20 @@ def _check_update(idx, priorities, size, alpha, leaves):
 
 @njit(cache=True, nogil=True)
 def update_leaves(tree: np.ndarray, row_stamps: np.ndarray, size: int, idx: np.ndarray,
-                  priorities: np.ndarray, stamps: np.ndarray,
-                  alpha: float) -> tuple[int, float, tuple[int, int, int, int]]:
-    """Set leaf ``idx[i]`` to ``priorities[i] ** alpha`` where ``row_stamps[idx[i]] ==
-    stamps[i]`` (the row still holds the transition that was sampled), then recompute each
-    dirty ancestor once. A repeated index takes its last value.
+                  priorities: np.ndarray, leaves: np.ndarray,
+                  stamps: np.ndarray) -> tuple[int, float, tuple[int, int, int, int]]:
+    """Set leaf ``idx[i]`` to ``leaves[i]`` where ``row_stamps[idx[i]] == stamps[i]`` (the
+    row still holds the transition that was sampled), then recompute each dirty ancestor
+    once. A repeated index takes its last value. ``leaves`` is ``priorities ** alpha``,
+    computed by the caller with numpy's vectorised power (a scalar pow per element here cost
+    three times as much).
 
     Returns how many were applied, their largest priority (0.0 when none), and the check of
     the inputs: (indices outside ``0 .. size - 1``, the first one's position, priorities
     that are not finite and > 0 or whose ``** alpha`` is not, the first one's position;
     positions -1 where none). Nothing is applied unless both counts are 0.
     """
-    leaves = np.empty(idx.shape[0])
-    check = _check_update(idx, priorities, size, alpha, leaves)
+    check = _check_update(idx, priorities, size, leaves)
     if check[0] or check[2]:
         return 0, 0.0, check
     leaf0 = tree.shape[0] // 2
