@@ -114,7 +114,7 @@ class AlgoConfig:
     clip_vloss: bool = _f(True, "clip the value loss like the policy ratio")
     ent_coef: float = _f(0.01, "entropy bonus coefficient", ge=0)
     vf_coef: float = _f(0.5, "value loss coefficient", ge=0)
-    max_grad_norm: float = _f(0.5, "gradient norm clip", gt=0)
+    max_grad_norm: float = _f(0.5, "gradient norm clip (PPO, DQN)", gt=0)
     norm_adv: bool = _f(True, "normalise advantages per minibatch")
     target_kl: float | None = _f(None, "stop an update's epochs early past this approx-KL")
     hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of every network")

@@ -35,6 +35,7 @@ from fastrl.memory.ring import (
     FILL_NS,
     HEARTBEAT_NS,
     INCARNATION,
+    STEPS,
     TERMINATE,
     VERSION_SEEN,
     WRITE_SEQ,
@@ -201,6 +202,8 @@ class Supervisor:
         states = {}
         with np.load(self.resume.file("rings.npz"), allow_pickle=False) as saved:
             for i, ring in enumerate(self._rings):
+                # Each worker's step count goes on from the run's (DQN's epsilon follows it).
+                ring.set(STEPS, self.resume.global_step // len(self._rings))
                 if same:
                     read_seq, write_seq = saved[f"seqs{i}"].tolist()
                     ring.restore(read_seq, write_seq, saved[f"slots{i}"])

@@ -26,11 +26,14 @@ ROOT = Path(__file__).parent.parent
 
 
 # --- rate limiter --------------------------------------------------------------------------
-@pytest.mark.parametrize("ratio,batch,slot,error", [(32.0, 64, 256, 0.0), (256.0, 256, 64, 0.0),
-                                                    (0.5, 128, 1024, 1e5), (1.0, 32, 8, 40.0)])
-def test_rate_limiter_never_stalls_and_keeps_the_ratio(ratio, batch, slot, error):
+@pytest.mark.parametrize("ratio,batch,slot,error,start", [
+    (32.0, 64, 256, 0.0, 1000), (256.0, 256, 64, 0.0, 1000), (0.5, 128, 1024, 1e5, 1000),
+    (1.0, 32, 8, 40.0, 1000),
+    (32.0, 128, 256, 0.0, 800),  # the last slot before the start overshoots it by 224 steps
+    (32.0, 128, 256, 0.0, 0)])
+def test_rate_limiter_never_stalls_and_keeps_the_ratio(ratio, batch, slot, error, start):
     rng = np.random.default_rng(0)
-    limiter = RateLimiter(ratio, 1000, error, batch, slot)
+    limiter = RateLimiter(ratio, start, error, batch, slot)
     inserted = sampled = 0
     for _ in range(20_000):
         can_insert = limiter.can_insert(inserted, sampled, slot)
@@ -41,10 +44,10 @@ def test_rate_limiter_never_stalls_and_keeps_the_ratio(ratio, batch, slot, error
             inserted += slot
         else:
             sampled += batch
-        if inserted > 1000:
-            lead = ratio * (inserted - 1000) - sampled
+        if inserted >= start + slot:
+            lead = ratio * (inserted - start) - sampled
             assert -limiter.error - batch <= lead <= limiter.error + ratio * slot
-    assert inserted > 1000 and sampled > 0
+    assert inserted > start and sampled > 0
 
 
 def test_rate_limiter_inserts_freely_until_learning_starts_and_never_samples_before():
@@ -52,6 +55,15 @@ def test_rate_limiter_inserts_freely_until_learning_starts_and_never_samples_bef
     assert limiter.can_insert(400, 0, 100) and not limiter.can_sample(499, 0, 32)
     assert limiter.can_sample(500, 0, 32)  # error >= batch/2 + ...: the first batch is free
     assert not limiter.can_sample(600, 10 * 100 + limiter.error, 32)
+
+
+def test_rate_limiter_rebases_counts_saved_under_another_ratio():
+    limiter = RateLimiter(8.0, 1000, 512.0, 32, 64)
+    owed = 8.0 * (101_000 - 1000)
+    assert limiter.rebase(101_000, 200_000) == owed - limiter.error  # was ratio 2: far behind
+    assert limiter.rebase(101_000, 5_000_000) == owed + limiter.error
+    assert limiter.rebase(101_000, int(owed)) == int(owed)  # unchanged ratio: unchanged
+    assert limiter.can_sample(101_000, limiter.rebase(101_000, 200_000), 32)  # catches up
 
 
 # --- exploration ---------------------------------------------------------------------------
@@ -131,6 +143,25 @@ def test_dqn_fits_a_fixed_batch_and_updates_its_target_on_schedule():
     for _ in range(200):
         last, _ = algo.update(batch)
     assert last["q_loss"] < 0.2 * first["q_loss"]
+
+
+def test_resumed_algorithms_take_the_configs_learning_rates():
+    torch.manual_seed(0)
+    obs_space, act_space = spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (2,))
+    old = load_config(None, ["algo.name=sac", "algo.lr=1e-3", "algo.sac.q_lr=1e-3"])
+    new = load_config(None, ["algo.name=sac", "algo.lr=1e-5", "algo.sac.q_lr=2e-5"])
+    saved = SAC(SquashedGaussianActor(obs_space, act_space, [8]),
+                TwinQ(obs_space, act_space, [8]), old.algo).state_dict()
+    sac = SAC(SquashedGaussianActor(obs_space, act_space, [8]),
+              TwinQ(obs_space, act_space, [8]), new.algo)
+    sac.load_state_dict(saved)
+    assert sac.actor_opt.param_groups[0]["lr"] == 1e-5
+    assert sac.critic_opt.param_groups[0]["lr"] == 2e-5
+    q_space = spaces.Discrete(2)
+    saved = DQN(QNetwork(obs_space, q_space, [8]), load_config(None, ["algo.lr=1e-3"]).algo)
+    dqn = DQN(QNetwork(obs_space, q_space, [8]), load_config(None, ["algo.lr=3e-5"]).algo)
+    dqn.load_state_dict(saved.state_dict())
+    assert dqn.optimizer.param_groups[0]["lr"] == 3e-5
 
 
 def test_dqn_refuses_box_actions():

@@ -33,7 +33,7 @@ def test_dqn_with_per_runs_logs_the_engine_and_resumes_with_its_buffer(launch, t
     assert last_json(out)["global_step"] == 4096
     run = run_dir_of(tmp_path)
     for tag in ("replay/fill", "replay/sample_age", "replay/samples_per_insert",
-                "train/policy_lag", "train/q_loss", "episode/return_mean"):
+                "train/policy_lag", "loss/q_loss", "episode/return_mean"):
         assert tb(run, tag), f"{tag} was not logged"
     # the update-to-data ratio holds: 32 * 0.25 = 8 samples per transition after the start,
     # within the limiter's error buffer (max_ahead_steps = 256 steps of 4096)

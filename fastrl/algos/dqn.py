@@ -18,6 +18,12 @@ from fastrl.config import AlgoConfig
 from fastrl.models.qnet import QNetwork
 
 
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
 def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
     """``target <- tau * online + (1 - tau) * target`` (tau = 1 copies)."""
     with torch.no_grad():
@@ -78,4 +84,5 @@ class DQN:
         """Restore :meth:`state_dict`."""
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
+        set_lr(self.optimizer, self.cfg.lr)  # a resumed config's lr, not the saved one
         self.updates = state["updates"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from fastrl.algos.dqn import set_lr
 from fastrl.config import AlgoConfig
 from fastrl.models.policy import ActorCritic
 
@@ -74,8 +75,7 @@ class PPO:
     def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
         """Run ``update_epochs`` of minibatch PPO on ``batch``; returns the loss statistics."""
         cfg = self.cfg
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr)
         adv, returns = self.advantages(batch)
         obs = batch["obs"].flatten(0, 1)
         actions = batch["action"].flatten(0, 1)

@@ -11,7 +11,7 @@ import copy
 import numpy as np
 import torch
 
-from fastrl.algos.dqn import polyak
+from fastrl.algos.dqn import polyak, set_lr
 from fastrl.config import AlgoConfig
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
 
@@ -85,7 +85,12 @@ class SAC:
         """Restore :meth:`state_dict`."""
         self.critic.load_state_dict(state["critic"])
         self.target.load_state_dict(state["target"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        if self.cfg.sac.autotune:  # (a fixed alpha is the resumed config's)
+            with torch.no_grad():
+                self.log_alpha.copy_(state["log_alpha"])
         for key in ("actor_opt", "critic_opt", "alpha_opt"):
             getattr(self, key).load_state_dict(state[key])
+        # a resumed config's learning rates, not the saved ones
+        set_lr(self.actor_opt, self.cfg.lr)
+        set_lr(self.critic_opt, self.cfg.sac.q_lr)
+        set_lr(self.alpha_opt, self.cfg.sac.q_lr)

@@ -149,15 +149,13 @@ class Learner:
     def _restore(self, path: Path) -> None:
         state = torch.load(path, map_location=self.device, weights_only=True)
         self.policy.load_state_dict(state["model"])
-        self.algo.load_state_dict(state["algo"])
+        # (checkpoints before the off-policy algorithms kept PPO's optimizer at the top)
+        self.algo.load_state_dict(state.get("algo") or {"optimizer": state["optimizer"]})
         for key in self.SCHEDULE:
             setattr(self, key, state[key])
         if self.feed:
-            feed = self.feed
             with np.load(path.parent / "replay.npz") as replay:
-                feed.buffer.load_state_dict(dict(replay))
-            feed.inserted, feed.sampled = state["replay"]["inserted"], state["replay"]["sampled"]
-            feed.rng.bit_generator.state = state["replay"]["rng"]
+                self.feed.restore(state["replay"], dict(replay))
         # A config resumed with another interval continues on the new one.
         log = self.cfg.log
         self.next_eval = min(self.next_eval, self.global_step + log.eval_every_steps)
@@ -200,10 +198,8 @@ class Learner:
         for i, src in parked.items():
             writers[f"worker-{i}.pkl"] = lambda p, src=src: shutil.copyfile(src, p)
         if self.feed:
-            feed = self.feed
-            state["replay"] = {"inserted": feed.inserted, "sampled": feed.sampled,
-                               "rng": feed.rng.bit_generator.state}
-            writers["replay.npz"] = lambda p: _savez(p, feed.buffer.state_dict())
+            state["replay"] = self.feed.state()
+            writers["replay.npz"] = lambda p: _savez(p, self.feed.buffer.state_dict())
         plan = self.spec.plan
         info = {
             "config_hash": config_hash(self.cfg), "env_id": self.cfg.env.id,
@@ -284,7 +280,9 @@ class Learner:
     def _offpolicy_round(self) -> None:
         """Ingest the slots the rate limiter admits, take the updates it admits (at most
         MAX_UPDATES_PER_ROUND, so evaluation and checkpoints stay on schedule), publish the
-        new weights; wait for a slot when neither is possible."""
+        new weights; wait for an admissible slot when neither is possible."""
+        if self._should_stop():  # the waits below may never sleep: slots keep coming
+            raise Stopped
         feed = self.feed
         ingested = feed.ingest()
         self.global_step = feed.inserted
@@ -300,7 +298,7 @@ class Learner:
             self._publish()
             self._window_updates += updates
         elif not ingested:
-            wait_until(lambda: any(r.has_ready_slot() for r in self.rings), self._should_stop)
+            wait_until(feed.can_ingest, self._should_stop)
         self.weights.beat(time.monotonic_ns())
 
     def _report_offpolicy(self) -> None:

@@ -41,9 +41,15 @@ class RateLimiter:
         return inserted >= self.min_inserts and self._lead(inserted, sampled) + self.error >= n
 
     def can_insert(self, inserted: int, sampled: int, n: int) -> bool:
-        """May ``n`` more transitions be inserted?"""
-        return inserted + n <= self.min_inserts or \
-            self._lead(inserted + n, sampled) <= self.error
+        """May ``n`` more transitions be inserted? Always before ``min_inserts`` (even past
+        it, so that training can start), then while collection is at most ``error`` ahead."""
+        return inserted < self.min_inserts or self._lead(inserted + n, sampled) <= self.error
+
+    def rebase(self, inserted: int, sampled: int) -> int:
+        """``sampled`` moved into this limiter's window: a resumed run whose ratio or start
+        changed would otherwise wait (or train) for as long as the old counts are off."""
+        owed = self.ratio * max(0, inserted - self.min_inserts)
+        return int(min(max(sampled, owed - self.error), owed + self.error))
 
 
 def replay_shape(cfg: MainConfig) -> dict | None:
@@ -134,9 +140,29 @@ class ReplayFeed:
             self.oldest_version = version
 
     def can_train(self) -> bool:
-        """True when the limiter admits one more batch."""
-        return self.limiter.can_sample(self.inserted, self.sampled,
-                                       self.cfg.algo.replay.batch_size)
+        """True when the limiter admits one more batch (and n-step windows have completed
+        some transition: the buffer lags the steps ingested by up to n - 1 per env)."""
+        return self.buffer.size > 0 and self.limiter.can_sample(
+            self.inserted, self.sampled, self.cfg.algo.replay.batch_size)
+
+    def can_ingest(self) -> bool:
+        """True when some ring has a slot the limiter admits now."""
+        return self.inserted < self.cfg.algo.total_steps and any(
+            r.has_ready_slot() for r in self.rings) and self.limiter.can_insert(
+            self.inserted, self.sampled, self.slot_steps)
+
+    def restore(self, state: dict, replay: dict) -> None:
+        """Continue from a checkpoint: the buffer's arrays (``replay``, as saved by its
+        ``state_dict``) and the counters and sampling RNG in ``state``."""
+        self.buffer.load_state_dict(replay)
+        self.inserted = state["inserted"]
+        self.sampled = self.limiter.rebase(self.inserted, state["sampled"])
+        self.rng.bit_generator.state = state["rng"]
+
+    def state(self) -> dict:
+        """The counters and sampling RNG that :meth:`restore` takes back."""
+        return {"inserted": self.inserted, "sampled": self.sampled,
+                "rng": self.rng.bit_generator.state}
 
     def sample(self) -> dict[str, torch.Tensor]:
         """One training batch on the learner's device (valid until the next sample)."""

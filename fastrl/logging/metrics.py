@@ -22,7 +22,7 @@ class MetricsLogger:
     """
 
     LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
-                 "grad_norm", "explained_variance")
+                 "grad_norm", "explained_variance", "q_loss", "actor_loss")
 
     def __init__(self, run_dir: Path, cfg: LogConfig, total_steps: int,
                  start_step: int = 0) -> None:

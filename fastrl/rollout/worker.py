@@ -139,7 +139,7 @@ def _worker_loop(spec: WorkerSpec) -> None:
     if algo.random_actions:
         act = explore
     elif algo.name == "dqn":
-        act = EpsilonGreedy(policy, plan.act_space, sampling_seed)
+        act = EpsilonGreedy(policy, plan.act_space, sampling_seed + 1)  # not explore's stream
     else:
         act = policy_actor(policy)
     collector = Collector(envs, act, spec.worker_id * n, infra.num_workers * n, beat)
