@@ -20,7 +20,7 @@ from fastrl.models.policy import UnsupportedActionSpace
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
 from fastrl.plan import plan_run
-from fastrl.rollout.actors import EpsilonGreedy, apex_epsilon
+from fastrl.rollout.actors import RANDOM_TABLE, EpsilonGreedy, apex_epsilon, random_actor
 
 ROOT = Path(__file__).parent.parent
 
@@ -92,6 +92,18 @@ def test_epsilon_greedy_is_greedy_at_zero_and_uniform_at_one():
     actor.epsilon = 1.0
     counts = np.bincount(actor(obs)[0] - 2, minlength=4)
     assert counts.sum() == 4000 and counts.min() > 850  # ~1000 each
+
+
+def test_random_actions_stay_in_the_space_and_do_not_repeat_after_a_table():
+    space = spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+    act = random_actor(space, 3, seed=5)
+    actions = np.stack([act(None)[0] for _ in range(2 * RANDOM_TABLE + 7)])
+    assert actions.shape == (2 * RANDOM_TABLE + 7, 3, 2)
+    assert all(space.contains(a) for a in actions.reshape(-1, 2)[::97])
+    assert not np.array_equal(actions[:RANDOM_TABLE], actions[RANDOM_TABLE:2 * RANDOM_TABLE])
+    discrete = random_actor(spaces.Discrete(3, start=-1), 4, seed=5)
+    counts = np.bincount(np.concatenate([discrete(None)[0] for _ in range(3000)]) + 1)
+    assert counts.min() > 3500  # ~4000 each of -1, 0, 1
 
 
 # --- DQN -----------------------------------------------------------------------------------

@@ -28,35 +28,42 @@ def policy_actor(policy: torch.nn.Module) -> Actor:
     return act
 
 
-RANDOM_TABLE = 4096  # steps of random actions drawn up front and cycled through
+RANDOM_TABLE = 4096  # steps of random actions drawn at a time
+
+
+def _random_table(space: spaces.Space, shape: tuple[int, int],
+                  rng: np.random.Generator) -> np.ndarray:
+    """Uniform random actions ``[*shape, *action]`` of ``space`` (unbounded Box dimensions
+    drawn from [-1, 1])."""
+    if isinstance(space, spaces.Discrete):
+        return space.start + rng.integers(space.n, size=shape)
+    if isinstance(space, spaces.MultiDiscrete):
+        return space.start + rng.integers(space.nvec, size=(*shape, *space.nvec.shape))
+    if isinstance(space, spaces.MultiBinary):
+        return rng.integers(2, size=(*shape, *np.atleast_1d(space.n)), dtype=np.int8)
+    if isinstance(space, spaces.Box):
+        low = np.where(np.isfinite(space.low), space.low, -1.0)
+        high = np.where(np.isfinite(space.high), space.high, 1.0)
+        return rng.uniform(low, high, size=(*shape, *space.shape)).astype(space.dtype)
+    raise TypeError(f"no random actions for {space}")
 
 
 def random_actor(space: spaces.Space, num_envs: int, seed: int) -> Actor:
     """Uniform random actions for ``num_envs`` envs; log_prob and value are zeros (nothing
-    trains on them: ``algo.name=none``). A table of 4096 steps is drawn up front so that the
-    action costs nothing per step, as in the bench's peer loops."""
+    trains on them: ``algo.name=none``, or off-policy exploration before the first update).
+    Actions are drawn 4096 steps at a time, so that one costs nothing per step (as in the
+    bench's peer loops), and drawn afresh once used up: they never repeat."""
     rng = np.random.default_rng(seed)
     zeros = np.zeros(num_envs, np.float32)
-    n = RANDOM_TABLE * num_envs
-    if isinstance(space, spaces.Discrete):
-        table = space.start + rng.integers(space.n, size=n)
-    elif isinstance(space, spaces.MultiDiscrete):
-        table = space.start + rng.integers(space.nvec, size=(n, *space.nvec.shape))
-    elif isinstance(space, spaces.MultiBinary):
-        table = rng.integers(2, size=(n, *np.atleast_1d(space.n)), dtype=np.int8)
-    elif isinstance(space, spaces.Box):
-        low = np.where(np.isfinite(space.low), space.low, -1.0)
-        high = np.where(np.isfinite(space.high), space.high, 1.0)
-        table = rng.uniform(low, high, size=(n, *space.shape)).astype(space.dtype)
-    else:
-        raise TypeError(f"no random actions for {space}")
-    table = table.reshape(RANDOM_TABLE, num_envs, *table.shape[1:])
+    table = _random_table(space, (RANDOM_TABLE, num_envs), rng)
     step = 0
 
     def act(obs: np.ndarray):
-        nonlocal step
+        nonlocal step, table
+        if step == RANDOM_TABLE:
+            table, step = _random_table(space, (RANDOM_TABLE, num_envs), rng), 0
         step += 1
-        return table[step % RANDOM_TABLE], zeros, zeros
+        return table[step - 1], zeros, zeros
 
     return act
 
