@@ -241,3 +241,32 @@ def test_nested_off_policy_keys_are_checked():
         load_config(None, ["algo.sac.tau=0"])
     with pytest.raises(ConfigError, match="algo.replay.capacity=100.*one batch"):
         load_config(None, ["algo.name=dqn", "algo.replay.capacity=100"])
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA (the CPU case runs everywhere)"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dqn_and_sac_update_on_the_learner_device(device):
+    """What the learner does per update: networks and batch on ``device``, TD errors back
+    to the host for the priorities, a checkpoint's state loaded onto the device."""
+    torch.manual_seed(0)
+    obs_space = spaces.Box(-1, 1, (3,))
+    batch = {k: v.to(device) for k, v in _batch(16).items()}
+    dqn = DQN(QNetwork(obs_space, spaces.Discrete(2), [8]).to(device),
+              load_config(None, ["algo.name=dqn"]).algo)
+    stats, td = dqn.update(batch)
+    assert td.device.type == device and np.isfinite(td.cpu().numpy()).all()
+    act_space = spaces.Box(-1, 1, (2,))
+    cfg = load_config(None, ["algo.name=sac"]).algo
+    sac = SAC(SquashedGaussianActor(obs_space, act_space, [8]).to(device),
+              TwinQ(obs_space, act_space, [8]).to(device), cfg)
+    batch["action"] = torch.rand(16, 2, device=device) * 2 - 1
+    stats, td = sac.update(batch)
+    assert td.device.type == device and all(np.isfinite(v) for v in stats.values())
+    state = sac.state_dict()
+    sac.load_state_dict(state)
+    assert sac.log_alpha.device.type == device
+    action, _, _ = sac.actor.act(batch["obs"], deterministic=True)
+    assert action.device.type == device and action.shape == (16, 2)

@@ -173,7 +173,7 @@ class ReplayFeed:
             batch = self.buffer.sample(rc.batch_size, self.rng)
         self.sampled += rc.batch_size
         self._batch = batch
-        return {k: torch.from_numpy(batch[k]).to(self.device, non_blocking=True)
+        return {k: torch.from_numpy(batch[k]).to(self.device)
                 for k in ("obs", "action", "reward", "next_obs", "done", "discount", "weights")}
 
     def update_priorities(self, td_abs: torch.Tensor) -> None:
