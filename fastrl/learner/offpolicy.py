@@ -115,8 +115,7 @@ class ReplayFeed:
         while idle < n:
             ring = self.rings[self._turn]
             self._turn = (self._turn + 1) % n
-            if not (self.inserted < self.cfg.algo.total_steps and ring.has_ready_slot() and
-                    self.limiter.can_insert(self.inserted, self.sampled, self.slot_steps)):
+            if not self._admits(ring):
                 idle += 1
                 continue
             idle = 0
@@ -145,11 +144,15 @@ class ReplayFeed:
         return self.buffer.size > 0 and self.limiter.can_sample(
             self.inserted, self.sampled, self.cfg.algo.replay.batch_size)
 
+    def _admits(self, ring: Ring) -> bool:
+        """True when ``ring`` has a slot to ingest now: published, admitted by the limiter,
+        and ``algo.total_steps`` not yet reached."""
+        return self.inserted < self.cfg.algo.total_steps and ring.has_ready_slot() and \
+            self.limiter.can_insert(self.inserted, self.sampled, self.slot_steps)
+
     def can_ingest(self) -> bool:
-        """True when some ring has a slot the limiter admits now."""
-        return self.inserted < self.cfg.algo.total_steps and any(
-            r.has_ready_slot() for r in self.rings) and self.limiter.can_insert(
-            self.inserted, self.sampled, self.slot_steps)
+        """True when some ring has a slot to ingest now."""
+        return any(self._admits(r) for r in self.rings)
 
     def restore(self, state: dict, replay: dict) -> None:
         """Continue from a checkpoint: the buffer's arrays (``replay``, as saved by its
