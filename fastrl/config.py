@@ -187,10 +187,14 @@ class MainConfig:
     seed: int = _f(1, "run seed; every worker's env seeds derive from it", ge=0)
 
     @property
+    def total_envs(self) -> int:
+        """Envs stepped by all workers together."""
+        return self.infra.num_workers * self.infra.envs_per_worker
+
+    @property
     def batch_size(self) -> int:
         """Transitions per PPO update: one slot from every worker."""
-        i = self.infra
-        return i.num_workers * i.envs_per_worker * i.rollout_len
+        return self.total_envs * self.infra.rollout_len
 
 
 def field_docs(cls: type = MainConfig, prefix: str = "") -> list[tuple[str, str, Any, str]]:

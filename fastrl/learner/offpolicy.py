@@ -57,19 +57,19 @@ def replay_shape(cfg: MainConfig) -> dict | None:
     can only be resumed into a run with the same ones."""
     if not cfg.algo.off_policy:
         return None
-    rc, infra = cfg.algo.replay, cfg.infra
+    rc = cfg.algo.replay
     return {"capacity": rc.capacity, "n_step": rc.n_step, "gamma": cfg.algo.gamma,
             "prioritized": rc.prioritized, "alpha": rc.alpha if rc.prioritized else None,
-            "num_envs": infra.num_workers * infra.envs_per_worker}
+            "num_envs": cfg.total_envs}
 
 
 def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
     """The replay buffer ``cfg.algo.replay`` describes, sized from the env spaces."""
-    rc, infra = cfg.algo.replay, cfg.infra
+    rc = cfg.algo.replay
     obs_shape, obs_dtype = storage_of(obs_space, "observation")
     act_shape, act_dtype = storage_of(act_space, "action")
-    args = (rc.capacity, obs_shape, obs_dtype, act_shape, act_dtype,
-            infra.num_workers * infra.envs_per_worker, rc.n_step, cfg.algo.gamma)
+    args = (rc.capacity, obs_shape, obs_dtype, act_shape, act_dtype, cfg.total_envs,
+            rc.n_step, cfg.algo.gamma)
     if rc.prioritized:
         return PrioritizedReplayBuffer(*args, alpha=rc.alpha, eps=rc.eps)
     return ReplayBuffer(*args)

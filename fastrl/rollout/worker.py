@@ -142,7 +142,10 @@ def _worker_loop(spec: WorkerSpec) -> None:
         act = EpsilonGreedy(policy, plan.act_space, sampling_seed + 1)  # not explore's stream
     else:
         act = policy_actor(policy)
-    collector = Collector(envs, act, spec.worker_id * n, infra.num_workers * n, beat)
+    collector = Collector(envs, act, spec.worker_id * n, cfg.total_envs, beat)
+    # On-policy, slot k waits for the weights of update k - max_policy_lag; off-policy workers
+    # never wait: they act with the newest weights they have.
+    waits_for_weights = plan.trains and not algo.off_policy
     if spec.resume_state:
         with open(spec.resume_state, "rb") as f:
             state = pickle.load(f)  # our own checkpoint, its checksum verified
@@ -157,10 +160,7 @@ def _worker_loop(spec: WorkerSpec) -> None:
             if should_stop():  # checked once per slot too: a drained ring never makes us wait
                 raise Stopped
             wait_until(ring.has_free_slot, should_stop)
-            # Strict on-policy when max_policy_lag=0: slot k waits for the weights of update k.
-            # Off-policy workers never wait: they act with the newest weights they have.
-            on_policy = plan.trains and not algo.off_policy
-            needed = max(0, ring.write_seq - infra.max_policy_lag) if on_policy else 0
+            needed = max(0, ring.write_seq - infra.max_policy_lag) if waits_for_weights else 0
             wait_until(lambda n=needed: weights.version(should_stop) >= n, should_stop)
             if weights.version(should_stop) != version:
                 version = weights.read_into(params, should_stop)
