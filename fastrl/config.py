@@ -35,8 +35,14 @@ def _f(default: Any, doc: str, **check: Any) -> Any:
 class EnvConfig:
     """Which environment the workers step."""
 
-    id: str = _f("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module first)")
-    kwargs: dict[str, Any] = _f({}, "keyword arguments passed to gymnasium.make")
+    id: str = _f("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module first); "
+                 "with fn or vector_fn, the run's name for the env")
+    kwargs: dict[str, Any] = _f({}, "keyword arguments passed to gymnasium.make, fn or "
+                                "vector_fn")
+    fn: str = _f("", "import string 'package.module:make_env' of a Gymnasium-API env factory, "
+                 "called as make_env(**kwargs), instead of gymnasium.make(id)")
+    vector_fn: str = _f("", "import string 'package.module:make_sim' of a batched simulator "
+                        "factory, called as make_sim(seeds, **kwargs) (fastrl.envs.BatchedEnv)")
 
 
 @dataclass
@@ -156,6 +162,9 @@ class InfraConfig:
     )
     learner_threads: int = _f(1, "torch threads of the learner process", gt=0)
     pin_workers: bool = _f(False, "pin worker i to CPU core i mod cores")
+    runtime: str = _f("local", "local: workers and learner in their own processes; serial: "
+                      "everything in the calling process, for breakpoints in envs and "
+                      "losses (same algorithm and policy code)", choices=("local", "serial"))
 
 
 @dataclass
@@ -167,8 +176,13 @@ class LogConfig:
     tensorboard: bool = _f(True, "write TensorBoard scalars")
     console: bool = _f(True, "show a progress line on the console")
     eval_every_steps: int = _f(10_000, "env steps between evaluations", gt=0)
-    eval_episodes: int = _f(20, "episodes per evaluation, seeds eval_seed..+n", gt=0)
+    eval_episodes: int = _f(20, "seeds of the evaluation suite: eval_seed..eval_seed+n-1",
+                            gt=0)
     eval_seed: int = _f(10_000, "first seed of the evaluation suite", ge=0)
+    eval_episodes_per_seed: int = _f(1, "episodes played from each evaluation seed", gt=0)
+    eval_on_checkpoint: bool = _f(
+        False, "also evaluate every checkpoint in a separate process (python -m fastrl.eval "
+        "harness; the learner does not wait for it)")
     eval_max_steps: int = _f(
         100_000, "step cap of an evaluation episode (for envs without a TimeLimit)", gt=0
     )
@@ -303,6 +317,9 @@ def check_values(cfg: MainConfig) -> None:
     if cfg.algo.random_actions and cfg.algo.name != "none":
         raise ConfigError("config key 'algo.random_actions=true' needs algo.name=none "
                           "(nothing can learn from random actions)")
+    if cfg.env.fn and cfg.env.vector_fn:
+        raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
+                          f"{cfg.env.vector_fn}': give one env factory, not both")
     if not cfg.algo.hidden_sizes or min(cfg.algo.hidden_sizes) <= 0:
         raise ConfigError(
             f"config key 'algo.hidden_sizes={cfg.algo.hidden_sizes}': "

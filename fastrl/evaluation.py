@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from fastrl.memory.wait import Stopped
-from fastrl.models.policy import ActorCritic
-from fastrl.rollout.envs import make_env_group
+from fastrl.rollout.envs import EnvSource
 
 
 def evaluate(
-    policy: ActorCritic, env_id: str, env_kwargs: dict[str, Any], seeds: list[int],
+    policy: nn.Module, env: EnvSource, seeds: list[int],
     device: torch.device | str = "cpu", max_steps: int = 100_000,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> dict[str, float]:
@@ -26,7 +25,7 @@ def evaluate(
     raises :class:`~fastrl.memory.wait.Stopped` when true. Returns mean/std/min/max of the
     episode returns and the mean length.
     """
-    envs = make_env_group(env_id, env_kwargs, seeds)
+    envs = env.make(seeds)
     obs = envs.reset()
     returns = np.zeros(len(seeds))
     lengths = np.zeros(len(seeds), np.int64)

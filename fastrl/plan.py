@@ -19,7 +19,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor
-from fastrl.rollout.envs import make_env_group
+from fastrl.rollout.envs import EnvSource, env_source
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 
@@ -29,6 +29,7 @@ class RunPlan:
     """The resolved shape of a run; picklable for ``spawn``."""
 
     cfg: MainConfig
+    env: EnvSource
     obs_space: gym.Space
     act_space: gym.Space
     layout: SlotLayout
@@ -80,12 +81,17 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def plan_run(cfg: MainConfig) -> RunPlan:
-    """Probe the env's spaces once and derive everything the processes must agree on."""
-    env = make_env_group(cfg.env.id, dict(cfg.env.kwargs), [cfg.seed])
-    obs_space, act_space = env.observation_space, env.action_space
-    env.close()
+def plan_run(cfg: MainConfig, env: EnvSource | None = None) -> RunPlan:
+    """Probe the env's spaces once and derive everything the processes must agree on.
+
+    ``env`` is where the envs come from (default: the config's ``env`` section).
+    """
+    env = env or env_source(cfg.env)
+    probe = env.make([cfg.seed])
+    obs_space, act_space = probe.observation_space, probe.action_space
+    probe.close()
     infra = cfg.infra
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker)
     num_params = sum(p.numel() for p in make_policy(cfg.algo, obs_space, act_space).parameters())
-    return RunPlan(cfg, obs_space, act_space, layout, num_params, resolve_device(infra.device))
+    return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
+                   resolve_device(infra.device))

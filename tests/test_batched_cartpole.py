@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fastrl.envs import BatchedCartPole
-from fastrl.rollout.envs import make_env_group
+from fastrl.rollout.envs import EnvSource
 
 
 def test_spaces_equal_gymnasium():
@@ -63,4 +63,4 @@ def test_seeded_resets_are_reproducible_and_differ_per_env():
 
 
 def test_env_id_selects_the_batched_simulator():
-    assert isinstance(make_env_group("fastrl/CartPole-v1", {}, [0, 1]), BatchedCartPole)
+    assert isinstance(EnvSource("fastrl/CartPole-v1").make([0, 1]), BatchedCartPole)

@@ -6,20 +6,21 @@ import numpy as np
 import pytest
 import scripted_envs  # noqa: F401 - registers the scripted ids
 
-from fastrl.rollout.envs import EnvContractError, EnvError, EnvGroup, env_seeds
+from fastrl.rollout.envs import EnvContractError, EnvError, EnvGroup, EnvSource, env_seeds
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium's own checker warns first
 def test_wrong_observation_shape_names_env_and_shapes():
-    with pytest.raises(EnvContractError, match=r"WrongShape-v0.*\(3,\).*\(1,\)"):
-        EnvGroup("scripted_envs:WrongShape-v0", {}, [0]).reset()
+    with pytest.raises(EnvContractError,
+                       match=r"WrongShape-v0.*observation.*\(1,\).*got float32 .*\(3,\)"):
+        EnvGroup(EnvSource("scripted_envs:WrongShape-v0", {}), [0]).reset()
 
 
 def test_unknown_env_or_kwarg_is_an_env_error():
     with pytest.raises(EnvError, match="NoSuch-v0"):
-        EnvGroup("NoSuch-v0", {}, [0])
+        EnvGroup(EnvSource("NoSuch-v0", {}), [0])
     with pytest.raises(EnvError, match="bogus"):
-        EnvGroup("CartPole-v1", {"bogus": 1}, [0])
+        EnvGroup(EnvSource("CartPole-v1", {"bogus": 1}), [0])
 
 
 def test_seeds_are_deterministic_distinct_and_differ_per_worker():
@@ -31,7 +32,7 @@ def test_seeds_are_deterministic_distinct_and_differ_per_worker():
 
 def test_same_seeds_same_trajectories():
     def roll(seeds):
-        envs = EnvGroup("CartPole-v1", {}, seeds)
+        envs = EnvGroup(EnvSource("CartPole-v1", {}), seeds)
         out = [envs.reset().copy()]
         for _ in range(50):
             out.append(envs.step(np.zeros(len(seeds), np.int64))[0].copy())

@@ -14,7 +14,7 @@ from fastrl.memory.layout import trajectory_layout
 from fastrl.models.policy import ActorCritic
 from fastrl.rollout.actors import policy_actor
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvGroup
+from fastrl.rollout.envs import EnvGroup, EnvSource
 
 G, L = 0.5, 0.5
 
@@ -53,7 +53,7 @@ class ObsValue(nn.Module):
 
 
 def collect(env_kwargs: dict, rollout_len: int, num_envs: int = 1):
-    envs = EnvGroup("scripted_envs:Count-v0", env_kwargs, list(range(num_envs)))
+    envs = EnvGroup(EnvSource("scripted_envs:Count-v0", env_kwargs), list(range(num_envs)))
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])
     layout = trajectory_layout(envs.observation_space, envs.action_space, rollout_len, num_envs)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
@@ -103,7 +103,7 @@ def test_truncation_bootstraps_from_the_real_final_observation():
 def test_evaluation_cuts_episodes_of_envs_without_a_time_limit():
     from fastrl.evaluation import evaluate
 
-    envs = EnvGroup("scripted_envs:Count-v0", {}, [0])  # never terminates
+    envs = EnvGroup(EnvSource("scripted_envs:Count-v0", {}), [0])  # never terminates
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])
-    result = evaluate(policy, "scripted_envs:Count-v0", {}, [0, 1], max_steps=50)
+    result = evaluate(policy, EnvSource("scripted_envs:Count-v0"), [0, 1], max_steps=50)
     assert result["length_mean"] == 50 and result["return_mean"] == 50

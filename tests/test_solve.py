@@ -8,6 +8,7 @@ import torch
 from fastrl.config import load_config
 from fastrl.evaluation import evaluate
 from fastrl.plan import plan_run
+from fastrl.rollout.envs import EnvSource
 from fastrl.trainer import Trainer
 
 
@@ -26,4 +27,4 @@ def test_default_config_solves_cartpole(seed, tmp_path, no_shm_residue):
     policy = plan_run(cfg).policy()
     policy.load_state_dict(torch.load(result.run_dir / "model.pt")["model"])
     seeds = list(range(cfg.log.eval_seed, cfg.log.eval_seed + 20))
-    assert evaluate(policy, "CartPole-v1", {}, seeds)["return_mean"] >= 475
+    assert evaluate(policy, EnvSource("CartPole-v1"), seeds)["return_mean"] >= 475

@@ -229,7 +229,7 @@ class Learner:
         log = self.cfg.log
         seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
         self.policy.eval()
-        result = evaluate(self.policy, self.cfg.env.id, dict(self.cfg.env.kwargs), seeds,
+        result = evaluate(self.policy, self.spec.plan.env, seeds,
                           self.device, log.eval_max_steps, self._should_stop)
         self.policy.train()
         self.last_eval, self.eval_step = result, self.global_step

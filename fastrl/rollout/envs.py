@@ -8,21 +8,23 @@ real and the true final observation is in hand for truncation bootstrapping.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from fastrl.config import EnvConfig
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
+from fastrl.envs.contract import (
+    EnvContractError,
+    EnvError,
+    check_batch_arrays,
+    contract_violation,
+)
 from fastrl.memory.layout import storage_of
-
-
-class EnvError(ValueError):
-    """An env that cannot be made, or that breaks the contract of its declared spaces."""
-
-
-class EnvContractError(EnvError):
-    """An env returned something that does not match its declared spaces."""
 
 
 def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0) -> list[int]:
@@ -45,30 +47,167 @@ def cannot_make(env_id: str, kwargs: dict[str, Any], cause: Exception) -> EnvErr
     return EnvError(f"cannot make env '{env_id}' (env.kwargs={kwargs}): {cause}")
 
 
-def make_env_group(env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> BatchedEnv:
-    """One env per seed: a built-in batched simulator when ``env_id`` names one
-    (``fastrl/CartPole-v1``), else Gymnasium envs in an :class:`EnvGroup`."""
-    if env_id in BUILTIN_BATCHED:
+def load_factory(ref: str, key: str) -> Callable[..., Any]:
+    """The callable an import string ``'package.module:attr.path'`` names; ``key`` is the
+    config key or argument it came from, for the error."""
+    module_name, sep, attr_path = ref.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise EnvError(f"{key}={ref!r}: expected an import string 'package.module:function'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for attr in attr_path.split("."):
+            obj = getattr(obj, attr)
+    except (ImportError, AttributeError) as e:
+        raise EnvError(f"{key}={ref!r}: cannot import it ({e})") from None
+    if not callable(obj):
+        raise EnvError(f"{key}={ref!r}: names a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def import_string(fn: Callable[..., Any]) -> str | None:
+    """``'module:qualname'`` when importing that gives ``fn`` back (a module-level function or
+    class outside ``__main__``), else None: a run directory can then rebuild its env."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in qualname:
+        return None
+    try:
+        return f"{module}:{qualname}" if load_factory(f"{module}:{qualname}", "") is fn \
+            else None
+    except EnvError:
+        return None
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """Where a run's envs come from, picklable for ``spawn`` workers.
+
+    Exactly one of: ``gymnasium.make(env_id, **kwargs)`` (both factories None);
+    ``env_fn(**kwargs)``, a Gymnasium-API env factory; ``vector_env_fn(seeds, **kwargs)``, a
+    natively batched simulator (:class:`~fastrl.envs.batched.BatchedEnv`). A factory is a
+    callable or an import string, which each process resolves for itself.
+    """
+
+    env_id: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    env_fn: Callable[..., gym.Env] | str | None = None
+    vector_env_fn: Callable[..., BatchedEnv] | str | None = None
+
+    @property
+    def batched(self) -> bool:
+        """True for a natively batched simulator (built in, or ``vector_env_fn``)."""
+        return self.vector_env_fn is not None or \
+            (self.env_fn is None and self.env_id in BUILTIN_BATCHED)
+
+    def _factory(self) -> Callable[..., Any]:
+        ref = self.vector_env_fn if self.vector_env_fn is not None else self.env_fn
+        if isinstance(ref, str):
+            return load_factory(ref, "env.vector_fn" if self.vector_env_fn else "env.fn")
+        return ref
+
+    def make_one(self) -> gym.Env:
+        """One Gymnasium-API env (not for batched simulators)."""
+        if self.env_fn is None:
+            return make_env(self.env_id, self.kwargs)
         try:
-            return BUILTIN_BATCHED[env_id](seeds, **kwargs)
+            env = self._factory()(**self.kwargs)
         except TypeError as e:
-            raise cannot_make(env_id, kwargs, e) from e
-    return EnvGroup(env_id, kwargs, seeds)
+            raise cannot_make(self.env_id, self.kwargs, e) from e
+        if not isinstance(env, gym.Env):
+            raise EnvContractError(f"env {self.env_id!r}: its factory {self.env_fn!r} returned "
+                                   f"a {type(env).__name__}; expected a gymnasium.Env")
+        return env
+
+    def make(self, seeds: list[int]) -> BatchedEnv:
+        """One env per seed behind the :class:`~fastrl.envs.batched.BatchedEnv` interface."""
+        if not self.batched:
+            return EnvGroup(self, seeds)
+        if self.vector_env_fn is None:
+            factory = BUILTIN_BATCHED[self.env_id]
+        else:
+            factory = self._factory()
+        try:
+            sim = factory(seeds, **self.kwargs)
+        except TypeError as e:
+            raise cannot_make(self.env_id, self.kwargs, e) from e
+        if self.vector_env_fn is None:
+            return sim  # fastrl's own simulators are trusted
+        return CheckedBatchedEnv(sim, self.env_id, len(seeds))
+
+
+def env_source(cfg: EnvConfig, env_fn: Callable[..., gym.Env] | str | None = None,
+               vector_env_fn: Callable[..., BatchedEnv] | str | None = None) -> EnvSource:
+    """The :class:`EnvSource` of an env config; factories given here override the config's
+    ``env.fn`` / ``env.vector_fn``."""
+    env_fn = env_fn if env_fn is not None else (cfg.fn or None)
+    vector_env_fn = vector_env_fn if vector_env_fn is not None else (cfg.vector_fn or None)
+    if env_fn is not None and vector_env_fn is not None:
+        raise EnvError("give an env factory (env_fn / env.fn) or a batched simulator "
+                       "(vector_env_fn / env.vector_fn), not both")
+    for name, ref in (("env_fn", env_fn), ("vector_env_fn", vector_env_fn)):
+        if ref is not None and not (isinstance(ref, str) or callable(ref)):
+            raise EnvError(f"{name}={ref!r}: expected a callable or an import string "
+                           "'package.module:function'")
+    return EnvSource(cfg.id, dict(cfg.kwargs), env_fn, vector_env_fn)
+
+
+class CheckedBatchedEnv:
+    """A user's batched simulator with every ``reset`` and ``step`` result checked against
+    the contract (:func:`~fastrl.envs.contract.check_batch_arrays`)."""
+
+    def __init__(self, sim: BatchedEnv, env_id: str, n: int) -> None:
+        for attr in ("observation_space", "action_space", "reset", "step", "close"):
+            if not hasattr(sim, attr):
+                raise EnvContractError(
+                    f"env {env_id!r}: its batched simulator {type(sim).__name__} has no "
+                    f"{attr!r}; see fastrl.envs.BatchedEnv for the interface")
+        if getattr(sim, "num_envs", n) != n:
+            raise contract_violation(env_id, "the factory", "num_envs",
+                                     f"{n} (one env per seed)", sim.num_envs)
+        self.sim, self.env_id, self.num_envs = sim, env_id, n
+        self.observation_space = sim.observation_space
+        self.action_space = sim.action_space
+        self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
+
+    def reset(self) -> np.ndarray:
+        """Reset every env with its seed (checked)."""
+        obs = self.sim.reset()
+        check_batch_arrays(self.env_id, "reset()", self.num_envs, self._obs_shape,
+                           self._obs_dtype, obs)
+        return obs
+
+    def step(self, actions: np.ndarray):
+        """Step every env once (checked); see :class:`~fastrl.envs.batched.BatchedEnv`."""
+        out = self.sim.step(actions)
+        if not isinstance(out, tuple) or len(out) != 5:
+            raise contract_violation(self.env_id, "step()", "the result", "a 5-tuple (obs, "
+                                     "reward, terminated, truncated, final_obs)", out)
+        obs, reward, terminated, truncated, final_obs = out
+        check_batch_arrays(self.env_id, "step()", self.num_envs, self._obs_shape,
+                           self._obs_dtype, obs, reward, terminated, truncated)
+        check_batch_arrays(self.env_id, "step() final_obs", self.num_envs, self._obs_shape,
+                           self._obs_dtype, final_obs)
+        return out
+
+    def close(self) -> None:
+        """Close the simulator."""
+        self.sim.close()
 
 
 class EnvGroup:
-    """``len(seeds)`` Gymnasium envs of one id behind the :class:`BatchedEnv` interface."""
+    """``len(seeds)`` Gymnasium-API envs of one source behind the :class:`BatchedEnv` interface."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any], seeds: list[int]) -> None:
-        self.envs = [make_env(env_id, kwargs) for _ in seeds]
+    def __init__(self, source: EnvSource, seeds: list[int]) -> None:
+        self.envs = [source.make_one() for _ in seeds]
         self._step_fns = [env.step for env in self.envs]
-        self.env_id = env_id
+        self.env_id = source.env_id
         self.seeds = seeds
         self.num_envs = len(seeds)
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
         self._box_action = isinstance(self.action_space, gym.spaces.Box)
+        # Box observations must come in the space's dtype; others are converted on storing.
+        self._strict_dtype = isinstance(self.observation_space, gym.spaces.Box)
         n = len(seeds)
         self._obs = np.zeros((n, *self._obs_shape), self._obs_dtype)
         self._final = np.zeros_like(self._obs)
@@ -76,13 +215,12 @@ class EnvGroup:
         self._term = np.zeros(n, np.bool_)
         self._trunc = np.zeros(n, np.bool_)
 
-    def _store_obs(self, out: np.ndarray, i: int, obs: Any) -> None:
+    def _store_obs(self, out: np.ndarray, i: int, obs: Any, where: str = "step()") -> None:
         arr = np.asarray(obs)
-        if arr.shape != self._obs_shape:
-            raise EnvContractError(
-                f"env {self.env_id!r} returned an observation of shape {arr.shape}; its "
-                f"observation space {self.observation_space} declares {self._obs_shape}"
-            )
+        if arr.shape != self._obs_shape or self._strict_dtype and arr.dtype != self._obs_dtype:
+            raise contract_violation(
+                self.env_id, where, "the observation", f"a {self._obs_dtype} array of shape "
+                f"{self._obs_shape} (its observation space is {self.observation_space})", arr)
         out[i] = arr
 
     def _store_all(self, out: np.ndarray, observations: list) -> None:
@@ -92,7 +230,8 @@ class EnvGroup:
             arr = np.array(observations)
         except ValueError:  # ragged shapes
             arr = None
-        if arr is None or arr.shape[1:] != self._obs_shape:
+        if arr is None or arr.shape[1:] != self._obs_shape or \
+                self._strict_dtype and arr.dtype != self._obs_dtype:
             for i, obs in enumerate(observations):
                 self._store_obs(out, i, obs)
             return
@@ -102,7 +241,7 @@ class EnvGroup:
         """Reset every env with its seed; returns the first observations ``[n, *obs]``."""
         for i, (env, seed) in enumerate(zip(self.envs, self.seeds)):
             obs, _ = env.reset(seed=seed)
-            self._store_obs(self._obs, i, obs)
+            self._store_obs(self._obs, i, obs, "reset()")
         return self._obs
 
     def step(self, actions: np.ndarray):
@@ -121,6 +260,7 @@ class EnvGroup:
         # comprehension over bound methods and every field is written by one array store.
         results = [step(a) for step, a in zip(self._step_fns, actions)]
         observations, rewards, terms, truncs, _ = zip(*results)
+        self._check_flags(rewards, terms, truncs)
         self._reward[:] = rewards
         self._term[:] = terms
         self._trunc[:] = truncs
@@ -132,6 +272,20 @@ class EnvGroup:
                 observations[i], _ = self.envs[i].reset()
         self._store_all(self._obs, observations)
         return self._obs, self._reward, self._term, self._trunc, self._final
+
+    def _check_flags(self, rewards: tuple, terms: tuple, truncs: tuple) -> None:
+        """Real scalar rewards and bool flags, one array conversion each (finiteness is
+        checked per slot by the collector)."""
+        reward = np.asarray(rewards)
+        if reward.shape != (self.num_envs,) or reward.dtype.kind not in "fiu":
+            i = next((i for i, r in enumerate(rewards) if np.ndim(r) or
+                      not isinstance(r, (int, float, np.integer, np.floating))), 0)
+            raise contract_violation(self.env_id, "step()", "the reward", "a real scalar",
+                                     rewards[i])
+        for name, flags in (("terminated", terms), ("truncated", truncs)):
+            if np.asarray(flags).dtype != np.bool_:
+                i = next(i for i, f in enumerate(flags) if not isinstance(f, (bool, np.bool_)))
+                raise contract_violation(self.env_id, "step()", name, "a bool", flags[i])
 
     def close(self) -> None:
         """Close every env."""

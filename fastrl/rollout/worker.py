@@ -32,7 +32,7 @@ from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
 from fastrl.rollout.actors import EpsilonGreedy, apex_epsilon, policy_actor, random_actor
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds, make_env_group
+from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 
@@ -113,7 +113,7 @@ def _worker_loop(spec: WorkerSpec) -> None:
     # n env seeds plus one for this process's action sampling, all derived from the run seed
     *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1, spec.incarnation)
     seed_everything(sampling_seed)
-    envs = make_env_group(cfg.env.id, dict(cfg.env.kwargs), seeds)
+    envs = plan.env.make(seeds)
     if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
         raise EnvContractError(
             f"env {cfg.env.id!r} made in worker {spec.worker_id} has spaces "
