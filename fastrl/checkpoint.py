@@ -36,6 +36,9 @@ import numpy as np
 import torch
 
 import fastrl
+from fastrl.config import MainConfig, load_config
+from fastrl.models.policy import param_shapes
+from fastrl.plan import RunPlan, plan_run
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
@@ -238,6 +241,49 @@ def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: An
             raise CheckpointError(
                 f"{where}: its network has {name} of shape {saved}, the config builds "
                 f"{now} (algo.hidden_sizes must stay as it was)")
+
+
+def find_checkpoint(path: Path | str) -> Checkpoint:
+    """The checkpoint at ``path``: a checkpoint folder (verified), or a run directory (its
+    newest valid checkpoint)."""
+    path = Path(path)
+    if (path / MANIFEST).is_file():
+        return verify(path)
+    if checkpoints_dir(path).is_dir():
+        return load_for_resume(path)[0]
+    raise CheckpointError(f"{path}: neither a checkpoint folder (no {MANIFEST}) nor a run "
+                          f"directory (no {CHECKPOINTS}/)")
+
+
+@dataclass
+class LoadedPolicy:
+    """A checkpoint's policy, ready to act, with what it was trained on."""
+
+    checkpoint: Checkpoint
+    config: MainConfig
+    plan: RunPlan
+    policy: torch.nn.Module  # on the CPU, in eval mode
+    normalizer: Any  # observation normalisation constants (None: none was used)
+
+
+def load_policy(path: Path | str, env: Any = None, policy: Any = None) -> LoadedPolicy:
+    """Load the policy of a checkpoint folder or a run directory's newest checkpoint.
+
+    The env is rebuilt from the checkpoint's config (``env.id``, or the factory in
+    ``env.fn`` / ``env.vector_fn``) unless ``env`` (an
+    :class:`~fastrl.rollout.envs.EnvSource`) is given; likewise ``policy`` for a user
+    policy that ``algo.policy`` does not name. Its spaces must be those it trained on.
+    """
+    ckpt = find_checkpoint(path)
+    cfg = load_config(ckpt.path / "config.yaml")
+    plan = plan_run(cfg, env, policy)
+    check_resumable(ckpt, cfg.env.id, plan.obs_space, plan.act_space,
+                    param_shapes(plan.policy()), cfg.algo.name, ckpt.manifest.get("replay"))
+    state = torch.load(ckpt.path / "learner.pt", map_location="cpu", weights_only=True)
+    model = plan.policy()
+    model.load_state_dict(state["model"])
+    model.eval()
+    return LoadedPolicy(ckpt, cfg, plan, model, state.get("normalizer"))
 
 
 def describe_latest(run_dir: Path | str) -> str:

@@ -124,6 +124,8 @@ class AlgoConfig:
     norm_adv: bool = _f(True, "normalise advantages per minibatch")
     target_kl: float | None = _f(None, "stop an update's epochs early past this approx-KL")
     hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of every network")
+    policy: str = _f("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
+                     "subclass to act and train with (empty: the built-in network of name)")
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     sac: SACConfig = field(default_factory=SACConfig)

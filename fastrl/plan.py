@@ -7,6 +7,7 @@ the bytes of every slot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -35,6 +36,7 @@ class RunPlan:
     layout: SlotLayout
     num_params: int
     device: str
+    policy_spec: Any = None  # a user's policy (class, import string or module), see make_policy
 
     @property
     def ring_bytes(self) -> int:
@@ -58,10 +60,11 @@ class RunPlan:
 
     def policy(self) -> nn.Module:
         """A freshly initialised policy of this run's architecture (on the CPU)."""
-        return make_policy(self.cfg.algo, self.obs_space, self.act_space)
+        return make_policy(self.cfg.algo, self.obs_space, self.act_space, self.policy_spec)
 
 
-def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space) -> nn.Module:
+def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
+                spec: Any = None) -> nn.Module:
     """The network workers act with and whose weights the learner publishes: the actor-critic
     (ppo, none), the Q-network (dqn) or the squashed Gaussian actor (sac)."""
     if algo.name == "dqn":
@@ -81,10 +84,11 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def plan_run(cfg: MainConfig, env: EnvSource | None = None) -> RunPlan:
+def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) -> RunPlan:
     """Probe the env's spaces once and derive everything the processes must agree on.
 
-    ``env`` is where the envs come from (default: the config's ``env`` section).
+    ``env`` is where the envs come from (default: the config's ``env`` section); ``policy``
+    a user's policy (default: ``algo.policy``, else the built-in network).
     """
     env = env or env_source(cfg.env)
     probe = env.make([cfg.seed])
@@ -92,6 +96,8 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None) -> RunPlan:
     probe.close()
     infra = cfg.infra
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker)
-    num_params = sum(p.numel() for p in make_policy(cfg.algo, obs_space, act_space).parameters())
+    policy = policy if policy is not None else (cfg.algo.policy or None)
+    num_params = sum(p.numel() for p in
+                     make_policy(cfg.algo, obs_space, act_space, policy).parameters())
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
-                   resolve_device(infra.device))
+                   resolve_device(infra.device), policy)

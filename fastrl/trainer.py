@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fastrl.checkpoint import Checkpoint, check_resumable, load_for_resume
 from fastrl.config import (
@@ -20,7 +25,8 @@ from fastrl.config import (
 from fastrl.learner.offpolicy import replay_shape
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
-from fastrl.supervisor import RunResult, Supervisor
+from fastrl.rollout.envs import env_source, import_string
+from fastrl.supervisor import GRACEFUL_EXIT_S, KILL_WAIT_S, RunResult, Supervisor
 
 
 def make_run_dir(cfg: MainConfig) -> Path:
@@ -57,20 +63,82 @@ def save_config(run_dir: Path, cfg: MainConfig) -> None:
     (run_dir / "config_hash").write_text(config_hash(cfg) + "\n")
 
 
+def _recorded(config: MainConfig, key: str, ref: Any) -> None:
+    """Write the import string of a factory or policy class passed as an object into the
+    config (``env.fn``, ...) when it has one, so that the run directory alone can rebuild the
+    run (``--resume``, ``fastrl.eval``, ``fastrl.export``)."""
+    name = ref if isinstance(ref, str) else import_string(ref) if callable(ref) else None
+    if name is not None:
+        section, attr = key.split(".")
+        setattr(getattr(config, section), attr, name)
+
+
+def _check_picklable(what: str, obj: Any) -> None:
+    """``spawn`` workers get ``obj`` pickled: refuse a lambda or a closure up front."""
+    if obj is None or isinstance(obj, str):
+        return
+    try:
+        pickle.dumps(obj)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        raise ConfigError(
+            f"{what}={obj!r} cannot be sent to worker processes ({e}); pass a module-level "
+            "function or class (defined under if __name__ == '__main__' guards in scripts), "
+            "a functools.partial of one, or an import string 'package.module:name'") from None
+
+
 class Trainer:
     """Train the policy that ``config`` describes through workers, rings and a learner.
+
+    ``env_fn`` (a Gymnasium-API env factory called as ``env_fn(**config.env.kwargs)``) or
+    ``vector_env_fn`` (a batched simulator factory, ``vector_env_fn(seeds, **kwargs)``, see
+    :class:`fastrl.envs.BatchedEnv`) replace ``gymnasium.make(config.env.id)``; each is a
+    picklable callable or an import string ``'package.module:make_env'``. ``policy`` is a
+    :class:`fastrl.BasePolicy` subclass (or its import string) or a ``torch.nn.Module`` that
+    fits the algorithm's contract (see :func:`fastrl.models.base.check_policy`).
+    ``callbacks`` receive the run's updates, evaluations and checkpoints
+    (:class:`fastrl.Callback`). A trainer is a context manager; :meth:`close` stops a
+    :meth:`fit` running in another thread and returns once its processes and shared memory
+    are gone.
 
     >>> result = Trainer(load_config("configs/cartpole_ppo.yaml")).fit()  # doctest: +SKIP
     >>> result = Trainer.resume("runs/CartPole-v1_ppo_s1_20261202-120000").fit()  # +SKIP
     """
 
-    def __init__(self, config: MainConfig | None = None) -> None:
-        self.config = config or MainConfig()
+    def __init__(self, config: MainConfig | None = None, *,
+                 env_fn: Callable[..., Any] | str | None = None,
+                 vector_env_fn: Callable[..., Any] | str | None = None,
+                 policy: Any = None) -> None:
+        self.config = copy.deepcopy(config) if config is not None else MainConfig()
+        for what, obj in (("env_fn", env_fn), ("vector_env_fn", vector_env_fn),
+                          ("policy", policy)):
+            _check_picklable(what, obj)
+        _recorded(self.config, "env.fn", env_fn)
+        _recorded(self.config, "env.vector_fn", vector_env_fn)
+        _recorded(self.config, "algo.policy", policy)
         check_values(self.config)
-        self._resume: tuple[Path, Checkpoint, RunPlan] | None = None
+        self._env = env_source(self.config.env, env_fn, vector_env_fn)
+        self._policy = policy
+        self._plan: RunPlan | None = None
+        self._resume: tuple[Path, Checkpoint] | None = None
+        self._supervisor: Supervisor | None = None
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._closed = False
+
+    @property
+    def plan(self) -> RunPlan:
+        """The run's resolved shape (env spaces, ring layout, devices), computed once; the env
+        contract and the policy are checked here, before any process starts."""
+        if self._plan is None:
+            self._plan = plan_run(self.config, self._env, self._policy)
+        return self._plan
 
     @classmethod
-    def resume(cls, run_dir: str | Path, overrides: list[str] = ()) -> Trainer:
+    def resume(cls, run_dir: str | Path, overrides: list[str] = (), *,
+               env_fn: Callable[..., Any] | str | None = None,
+               vector_env_fn: Callable[..., Any] | str | None = None,
+               policy: Any = None) -> Trainer:
         """A trainer that continues ``run_dir`` from its newest valid checkpoint: same global
         step, same TensorBoard run, the run's config with ``overrides`` applied.
 
@@ -84,7 +152,8 @@ class Trainer:
             raise ConfigError(f"--resume {run_dir}: not a fastrl run directory (no config.yaml)")
         config = load_config(run_dir / "config.yaml", list(overrides))
         ckpt, notes = load_for_resume(run_dir)
-        plan = plan_run(config)
+        trainer = cls(config, env_fn=env_fn, vector_env_fn=vector_env_fn, policy=policy)
+        config, plan = trainer.config, trainer.plan
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
                         param_shapes(plan.policy()), config.algo.name, replay_shape(config))
         trained_with = load_config(ckpt.path / "config.yaml")
@@ -99,14 +168,42 @@ class Trainer:
             for note in notes:
                 print(f"fastrl: {note}", file=sys.stderr)
                 log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {note}\n")
-        save_config(run_dir, config)
-        trainer = cls(config)
-        trainer._resume = (run_dir, ckpt, plan)
+        save_config(run_dir, trainer.config)
+        trainer._resume = (run_dir, ckpt)
         return trainer
 
     def fit(self) -> RunResult:
-        """Run to ``algo.total_steps`` (or the target return, or a stop signal)."""
-        if self._resume:
-            run_dir, ckpt, plan = self._resume
-            return Supervisor(self.config, run_dir, ckpt, plan).run()
-        return Supervisor(self.config, make_run_dir(self.config)).run()
+        """Run to ``algo.total_steps`` (or the target return, a stop signal, :meth:`close`)
+        and return what it produced; every process and segment is gone when it returns."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Trainer was closed; make a new one to train again")
+            if not self._idle.is_set():
+                raise RuntimeError("this Trainer is already running fit()")
+            plan = self.plan
+            run_dir, ckpt = self._resume or (make_run_dir(self.config), None)
+            self._resume = None  # a second fit() starts a new run
+            self._supervisor = Supervisor(self.config, run_dir, ckpt, plan)
+            self._idle.clear()
+        try:
+            return self._supervisor.run()
+        finally:
+            self._idle.set()
+
+    def close(self, timeout_s: float = GRACEFUL_EXIT_S + KILL_WAIT_S) -> None:
+        """Stop a :meth:`fit` running in another thread (gracefully, as Ctrl-C would) and
+        wait up to ``timeout_s`` for it to free its processes and shared memory. Idempotent;
+        a closed trainer cannot fit again."""
+        with self._lock:
+            self._closed = True
+            running = self._supervisor if not self._idle.is_set() else None
+        if running is not None:
+            running.stop()
+            if not self._idle.wait(timeout_s):
+                raise TimeoutError(f"the run did not stop within {timeout_s:g} s")
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
