@@ -4,6 +4,7 @@ exit path."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -12,13 +13,15 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fastrl.callbacks import Callback
 from fastrl.checkpoint import (
     PARKED,
     Checkpoint,
@@ -28,6 +31,7 @@ from fastrl.checkpoint import (
 )
 from fastrl.config import MainConfig
 from fastrl.learner.learner import LearnerSpec, ring_shape, run_learner
+from fastrl.logging.events import RunEvents
 from fastrl.logging.metrics import MetricsLogger
 from fastrl.memory.ring import (
     ACT_NS,
@@ -36,16 +40,20 @@ from fastrl.memory.ring import (
     HEARTBEAT_NS,
     INCARNATION,
     STEPS,
+    SYNC_NS,
     TERMINATE,
     VERSION_SEEN,
+    WAIT_NS,
     WRITE_SEQ,
     Ring,
 )
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
-from fastrl.process import crash_report_path, read_crash
+from fastrl.process import become_child, crash_report_path, read_crash, report_crash
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
+from fastrl.serial import run_serial
+from fastrl.timing import timing_metrics
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.05
@@ -55,6 +63,7 @@ GRACEFUL_EXIT_S = 60.0
 KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
 TERM_GRACE_S = 3.0  # a worker being restarted gets this long after SIGTERM before SIGKILL
 STARTUP_ALLOWANCE_S = 120.0  # before its first heartbeat a child imports torch, builds envs
+EVAL_DRAIN_S = 120.0  # at the end of a run, for the checkpoint evaluations still waiting
 
 
 class ChildFailed(RuntimeError):
@@ -68,12 +77,43 @@ class RunResult:
 
     run_dir: Path
     global_step: int
-    eval: dict[str, float] | None
+    eval: dict[str, float] | None  # the learner's last evaluation
     wall_s: float  # whole run, process start-up and evaluations included
     steps_per_sec: float  # env steps/sec from the first learner update to the last
-    stopped_by_signal: bool
+    stopped_by_signal: bool  # a signal, Trainer.close() or Trainer.stop() ended it early
     restarts: int  # worker restarts during this run
     checkpoint: str | None  # the last checkpoint written
+    metrics: dict[str, float] = field(default_factory=dict)  # the last update's metrics
+    timing: dict[str, dict[str, float]] = field(default_factory=dict)  # process: stage: s
+    checkpoint_evals: dict[str, dict[str, float]] = field(default_factory=dict)  # by folder
+
+
+def worker_timing(ring: Ring) -> dict[str, float]:
+    """Seconds a ring's worker spent per stage (fastrl.timing), from its counters."""
+    return {"rollout": ring.get(FILL_NS) / 1e9, "sync_weights": ring.get(SYNC_NS) / 1e9,
+            "waiting": ring.get(WAIT_NS) / 1e9}
+
+
+def checkpoint_eval_path(run_dir: Path, checkpoint: str) -> Path:
+    """Where the evaluation of a checkpoint folder goes: ``RUN_DIR/evals/<folder>.json``."""
+    return Path(run_dir) / "evals" / f"{Path(checkpoint).name}.json"
+
+
+def checkpoint_eval_summary(result: dict) -> dict[str, float]:
+    """The flat statistics of a checkpoint evaluation's JSON (fastrl.eval)."""
+    return {k: float(v) for k, v in result["summary"].items()}
+
+
+def run_checkpoint_eval(parent_pid: int, checkpoint: str, out: str) -> None:
+    """Process entry point: evaluate one checkpoint (fastrl.eval) into ``out``."""
+    become_child(parent_pid)
+    from fastrl.eval import evaluate_checkpoint_to  # (the top layer: imported in the child)
+
+    try:
+        evaluate_checkpoint_to(checkpoint, out)
+    except BaseException as e:
+        report_crash(str(Path(out).parent.parent), "eval", e)
+        os._exit(1)
 
 
 class Supervisor:
@@ -82,8 +122,9 @@ class Supervisor:
     :func:`~fastrl.checkpoint.check_resumable` against ``plan``, then reused here)."""
 
     def __init__(self, cfg: MainConfig, run_dir: Path, resume: Checkpoint | None = None,
-                 plan: RunPlan | None = None) -> None:
+                 plan: RunPlan | None = None, callbacks: Sequence[Callback] = ()) -> None:
         self.cfg = cfg
+        self.callbacks = callbacks
         self.run_dir = run_dir
         self.resume = resume
         self._ctx = mp.get_context("spawn")  # CUDA, OpenMP and numba threads do not survive fork
@@ -102,7 +143,10 @@ class Supervisor:
         self._failure: str | None = None
         self.restarts = 0
         self._failures = 0  # worker faults, restarted or not
-        self.last_checkpoint: str | None = None
+        self._events: RunEvents | None = None
+        self._evals_started = 0  # checkpoints handed to an evaluation process so far
+        self._evaluating: str | None = None  # the checkpoint being evaluated now
+        self._checkpoint_evals: dict[str, dict[str, float]] = {}
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -139,35 +183,41 @@ class Supervisor:
     def run(self) -> RunResult:
         """Train to the end, a stop signal, or a failure the run cannot survive (raised).
 
-        Raises KeyboardInterrupt after a second stop signal, once everything is cleaned up.
+        Raises KeyboardInterrupt after a second stop signal, and a callback's exception,
+        once everything is cleaned up.
         """
         plan = self._plan = self._plan or plan_run(self.cfg)
-        check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
+        serial = self.cfg.infra.runtime == "serial"
+        if not serial:  # (serial keeps its rings in process memory)
+            check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
         parked_dir = checkpoints_dir(self.run_dir) / PARKED
         shutil.rmtree(parked_dir, ignore_errors=True)  # states a crashed run left behind
         owner = SegmentOwner()
         start_step = self.resume.global_step if self.resume else 0
         logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps,
                                start_step)
-        metrics = self._ctx.Queue()
+        events = self._events = RunEvents(logger, self.callbacks, self._health, start_step)
+        metrics = None if serial else self._ctx.Queue()
+        timing: dict[str, dict[str, float]] = {}
         t0 = time.monotonic()
         with self._signals_handled():  # kept through the cleanup below
             try:
-                segments = [owner.create(f"ring{i}", plan.ring_bytes)
-                            for i in range(self.cfg.infra.num_workers)]
-                self._rings = [Ring(r.buf, plan.layout, self.cfg.infra.ring_slots)
-                               for r in segments]
-                self._ring_names = [r.name for r in segments]
+                self._make_memory(owner, serial)
                 worker_states = self._restore_rings() if self.resume else {}
-                weights_shm = owner.create("weights", plan.weights_bytes)
-                self._weights = SharedWeights(weights_shm.buf, plan.num_params)
-                self._weights_name = weights_shm.name
-                self._start("learner", run_learner, LearnerSpec(
-                    plan, self._ring_names, weights_shm.name, str(self.run_dir), os.getpid(),
-                    str(self.resume.path) if self.resume else None), metrics)
-                for i in range(self.cfg.infra.num_workers):
-                    self._start_worker(i, worker_states.get(i))
-                step, final = self._watch(metrics, logger)
+                resume = str(self.resume.path) if self.resume else None
+                if serial:
+                    run_serial(plan, self.run_dir, self._rings, self._weights, worker_states,
+                               resume, events, self._serial_tick)
+                else:
+                    self._start("learner", run_learner, LearnerSpec(
+                        plan, self._ring_names, self._weights_name, str(self.run_dir),
+                        os.getpid(), resume), metrics)
+                    for i in range(self.cfg.infra.num_workers):
+                        self._start_worker(i, worker_states.get(i))
+                    self._watch(metrics)
+                timing = self._timing_table(serial)
+                logger.timing(timing)
+                self._finish_checkpoint_evals()
                 grace = GRACEFUL_EXIT_S
             except BaseException:
                 grace = KILL_WAIT_S
@@ -176,8 +226,9 @@ class Supervisor:
                 if self._weights is not None:
                     self._weights.request_stop()
                 self._stop_children(grace)
-                metrics.cancel_join_thread()
-                metrics.close()
+                if metrics is not None:
+                    metrics.cancel_join_thread()
+                    metrics.close()
                 self._rings = []
                 self._weights = None
                 owner.unlink_all()
@@ -185,9 +236,50 @@ class Supervisor:
                 shutil.rmtree(parked_dir, ignore_errors=True)
         if self._forced:
             raise KeyboardInterrupt
-        return RunResult(self.run_dir, step, final.get("eval"), time.monotonic() - t0,
-                         logger.steps_per_sec, self._signal is not None, self.restarts,
-                         self.last_checkpoint)
+        if events.error is not None:
+            raise events.error
+        final = events.final or {}
+        return RunResult(self.run_dir, events.step, final.get("eval"), time.monotonic() - t0,
+                         logger.steps_per_sec, self._signal is not None or self._stop_asked,
+                         self.restarts, events.last_checkpoint, events.last_metrics, timing,
+                         dict(self._checkpoint_evals))
+
+    def _make_memory(self, owner: SegmentOwner, serial: bool) -> None:
+        """The rings and the weights: shared-memory segments, or for the serial runtime
+        plain process memory (the same classes work on any buffer)."""
+        plan, n = self._plan, self.cfg.infra.num_workers
+        if serial:
+            rings = [memoryview(bytearray(plan.ring_bytes)) for _ in range(n)]
+            weights = memoryview(bytearray(plan.weights_bytes))
+        else:
+            segments = [owner.create(f"ring{i}", plan.ring_bytes) for i in range(n)]
+            self._ring_names = [r.name for r in segments]
+            rings = [r.buf for r in segments]
+            weights_shm = owner.create("weights", plan.weights_bytes)
+            self._weights_name = weights_shm.name
+            weights = weights_shm.buf
+        self._rings = [Ring(buf, plan.layout, self.cfg.infra.ring_slots) for buf in rings]
+        self._weights = SharedWeights(weights, plan.num_params)
+
+    def _serial_tick(self) -> None:
+        """The serial runtime's look at the outside world, from inside the learner's waits:
+        turn a stop request into the stop flag, end at once on a second signal, and keep the
+        checkpoint evaluations going."""
+        if self._signal is not None or self._stop_asked or self._events.error is not None:
+            self._weights.request_stop()
+        if self._forced:
+            raise KeyboardInterrupt
+        self._poll_checkpoint_evals()
+
+    def _timing_table(self, serial: bool) -> dict[str, dict[str, float]]:
+        """Seconds per stage of every process (fastrl.timing): the learner's from its last
+        message, each worker's from its ring's counters."""
+        final = self._events.final or {}
+        table = {("serial" if serial else "learner"): final.get("timing", {})}
+        if not serial:
+            for i, ring in enumerate(self._rings):
+                table[f"worker {i}"] = worker_timing(ring)
+        return table if table.get("serial", table.get("learner")) else {}
 
     def _restore_rings(self) -> dict[int, str]:
         """Put the checkpoint's unread slots back into the new rings and set each ring's
@@ -243,17 +335,18 @@ class Supervisor:
             str(self.run_dir), os.getpid(), ring.get(INCARNATION), resume_state))
 
     # --- watching --------------------------------------------------------------------------
-    def _watch(self, metrics, logger: MetricsLogger):
+    def _watch(self, metrics) -> None:
         """Forward metrics until the learner reports its result; restart failed workers;
-        raise :class:`ChildFailed` when the run cannot go on."""
-        weights = self._weights
-        step, final = (self.resume.global_step if self.resume else 0), None
+        evaluate checkpoints; raise :class:`ChildFailed` when the run cannot go on."""
+        weights, events, logger = self._weights, self._events, self._events.logger
         stop_deadline = None
-        while final is None:
-            step, final = self._drain(metrics, logger, step, timeout=POLL_S)
+        while events.final is None:
+            self._drain(metrics, timeout=POLL_S)
             if self._forced:
-                return step, final or {}
-            if (self._signal is not None or self._stop_asked) and stop_deadline is None:
+                return
+            self._poll_checkpoint_evals()
+            if (self._signal is not None or self._stop_asked or events.error is not None) \
+                    and stop_deadline is None:
                 weights.request_stop()
             if weights.stop_requested() and stop_deadline is None:
                 stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
@@ -262,19 +355,18 @@ class Supervisor:
                     (f"{self._failure}\n" if self._failure else "") +
                     f"the learner did not stop within {GRACEFUL_EXIT_S:.0f} s of the stop "
                     "request; all processes were terminated")
-            if final is None:
-                self._check_workers(logger, step)
-                step, final = self._check_learner(metrics, logger, step)
+            if events.final is None:
+                self._check_workers(logger, events.step)
+                self._check_learner(metrics)
         if self._failure:
             raise ChildFailed(f"{self._failure}\n{describe_latest(self.run_dir)}")
-        return step, final
 
     def _stopping(self) -> bool:
         """True once the run is over or a stop was asked for (even if not yet flagged)."""
         return self._weights.run_over() or self._signal is not None or self._stop_asked
 
-    def _check_learner(self, metrics, logger, step):
-        """``(step, result)``: the learner's result once it exited cleanly (None before);
+    def _check_learner(self, metrics) -> None:
+        """Return while the learner runs or once it reported its result and exited cleanly;
         raise when it crashed or hangs."""
         proc = self._procs["learner"]
         code = proc.exitcode
@@ -282,14 +374,14 @@ class Supervisor:
             fault = self._heartbeat_fault("learner", self._weights.last_beat(),
                                           self.cfg.infra.learner_timeout_s, "learner_timeout_s")
             if fault is None:
-                return step, None
+                return
         elif code == 0:
             # Its last messages may still be in the pipe.
             deadline = time.monotonic() + KILL_WAIT_S
             while time.monotonic() < deadline:
-                step, final = self._drain(metrics, logger, step, timeout=POLL_S)
-                if final is not None:
-                    return step, final
+                self._drain(metrics, timeout=POLL_S)
+                if self._events.final is not None:
+                    return
             fault = "the learner exited without reporting its result"
         else:
             fault = self._describe_exit("learner", proc)
@@ -412,33 +504,71 @@ class Supervisor:
         beats = [r.get(HEARTBEAT_NS) for r in live]
         ages = [(now - b) / 1e9 for b in beats if b]
         seen = [r.get(VERSION_SEEN) for r in live]
-        return {
+        health = {
             "supervisor/restarts": self.restarts,
             "supervisor/heartbeat_age_max_s": max(ages, default=0.0),
             "supervisor/worker_lag_max": self._weights.version() - min(seen, default=0),
         }
+        if self.cfg.infra.runtime != "serial" and self._rings:  # (serial: one timer)
+            per_worker = [worker_timing(r) for r in self._rings]
+            health.update(timing_metrics("workers", {
+                stage: sum(t[stage] for t in per_worker) / len(per_worker)
+                for stage in per_worker[0]}))
+        return health
 
-    def _drain(self, metrics, logger: MetricsLogger, step: int, timeout: float):
-        """Log every queued message; returns the latest step and the final result (or None)."""
-        final = None
+    def _drain(self, metrics, timeout: float) -> None:
+        """Hand every queued message to the run's events (logger and callbacks)."""
         try:
-            kind, step, payload = metrics.get(timeout=timeout)
+            message = metrics.get(timeout=timeout)
             while True:
-                if kind == "update":
-                    if payload:  # algo.name=none reports bare step counts
-                        payload.update(self._health())
-                    logger.update(step, payload)
-                elif kind == "eval":
-                    logger.evaluation(step, payload)
-                elif kind == "checkpoint":
-                    self.last_checkpoint = payload["path"]
-                    logger.checkpoint(step, payload["path"])
-                else:
-                    final = payload
-                kind, step, payload = metrics.get_nowait()
+                self._events.put(message)
+                message = metrics.get_nowait()
         except queue.Empty:
             pass
-        return step, final
+
+    # --- evaluating checkpoints in their own process (log.eval_on_checkpoint) --------------
+    def _poll_checkpoint_evals(self) -> None:
+        """Log the result of a finished checkpoint evaluation; start the next one."""
+        if not self.cfg.log.eval_on_checkpoint:
+            return
+        proc = self._procs.get("eval")
+        if proc is not None and proc.exitcode is None:
+            return
+        if proc is not None and self._evaluating is not None:
+            self._log_checkpoint_eval(self._evaluating, proc)
+            self._evaluating = None
+        written = self._events.checkpoints
+        if self._evals_started < len(written) and not self._forced:
+            self._evaluating = written[self._evals_started]
+            self._evals_started += 1
+            self._start("eval", run_checkpoint_eval, os.getpid(), self._evaluating,
+                        str(checkpoint_eval_path(self.run_dir, self._evaluating)))
+
+    def _log_checkpoint_eval(self, checkpoint: str, proc) -> None:
+        out = checkpoint_eval_path(self.run_dir, checkpoint)
+        step = self._events.step
+        if proc.exitcode != 0 or not out.is_file():
+            report = read_crash(self.run_dir, "eval") or ""
+            self._events.logger.event(step, f"the evaluation of {checkpoint} failed "
+                                      f"({self._describe_exit('eval', proc)})",
+                                      detail=report)
+            return
+        result = json.loads(out.read_text())
+        summary = checkpoint_eval_summary(result)
+        self._checkpoint_evals[Path(checkpoint).name] = summary
+        self._events.evaluation(int(result["global_step"]), summary, checkpoint)
+
+    def _finish_checkpoint_evals(self) -> None:
+        """At the end of a run that was not interrupted, evaluate the checkpoints still
+        waiting (up to EVAL_DRAIN_S) so that the last one is in the logs too."""
+        if not self.cfg.log.eval_on_checkpoint:
+            return
+        deadline = time.monotonic() + EVAL_DRAIN_S
+        while (self._evaluating is not None or
+               self._evals_started < len(self._events.checkpoints)) and \
+                not (self._signal is not None or self._forced) and time.monotonic() < deadline:
+            self._poll_checkpoint_evals()
+            time.sleep(POLL_S)
 
     def _describe_exit(self, name: str, proc) -> str:
         code = proc.exitcode

@@ -8,10 +8,11 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fastrl.callbacks import Callback
 from fastrl.checkpoint import Checkpoint, check_resumable, load_for_resume
 from fastrl.config import (
     ConfigError,
@@ -107,7 +108,7 @@ class Trainer:
     def __init__(self, config: MainConfig | None = None, *,
                  env_fn: Callable[..., Any] | str | None = None,
                  vector_env_fn: Callable[..., Any] | str | None = None,
-                 policy: Any = None) -> None:
+                 policy: Any = None, callbacks: Sequence[Callback] = ()) -> None:
         self.config = copy.deepcopy(config) if config is not None else MainConfig()
         for what, obj in (("env_fn", env_fn), ("vector_env_fn", vector_env_fn),
                           ("policy", policy)):
@@ -118,6 +119,7 @@ class Trainer:
         check_values(self.config)
         self._env = env_source(self.config.env, env_fn, vector_env_fn)
         self._policy = policy
+        self.callbacks = list(callbacks)
         self._plan: RunPlan | None = None
         self._resume: tuple[Path, Checkpoint] | None = None
         self._supervisor: Supervisor | None = None
@@ -138,7 +140,7 @@ class Trainer:
     def resume(cls, run_dir: str | Path, overrides: list[str] = (), *,
                env_fn: Callable[..., Any] | str | None = None,
                vector_env_fn: Callable[..., Any] | str | None = None,
-               policy: Any = None) -> Trainer:
+               policy: Any = None, callbacks: Sequence[Callback] = ()) -> Trainer:
         """A trainer that continues ``run_dir`` from its newest valid checkpoint: same global
         step, same TensorBoard run, the run's config with ``overrides`` applied.
 
@@ -152,7 +154,8 @@ class Trainer:
             raise ConfigError(f"--resume {run_dir}: not a fastrl run directory (no config.yaml)")
         config = load_config(run_dir / "config.yaml", list(overrides))
         ckpt, notes = load_for_resume(run_dir)
-        trainer = cls(config, env_fn=env_fn, vector_env_fn=vector_env_fn, policy=policy)
+        trainer = cls(config, env_fn=env_fn, vector_env_fn=vector_env_fn, policy=policy,
+                      callbacks=callbacks)
         config, plan = trainer.config, trainer.plan
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
                         param_shapes(plan.policy()), config.algo.name, replay_shape(config))
@@ -183,12 +186,20 @@ class Trainer:
             plan = self.plan
             run_dir, ckpt = self._resume or (make_run_dir(self.config), None)
             self._resume = None  # a second fit() starts a new run
-            self._supervisor = Supervisor(self.config, run_dir, ckpt, plan)
+            self._supervisor = Supervisor(self.config, run_dir, ckpt, plan, self.callbacks)
             self._idle.clear()
         try:
             return self._supervisor.run()
         finally:
             self._idle.set()
+
+    def stop(self) -> None:
+        """Ask a running :meth:`fit` to stop gracefully (final checkpoint, then it returns);
+        safe from any thread and from a callback. Does nothing when no run is going."""
+        with self._lock:
+            running = self._supervisor if not self._idle.is_set() else None
+        if running is not None:
+            running.stop()
 
     def close(self, timeout_s: float = GRACEFUL_EXIT_S + KILL_WAIT_S) -> None:
         """Stop a :meth:`fit` running in another thread (gracefully, as Ctrl-C would) and

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -24,6 +25,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import flat_params, param_shapes
 from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
+from fastrl.timing import StageTimer, timing_metrics
 
 REPORT_EVERY_S = 0.5  # metrics rate of the drain and off-policy loops
 MAX_UPDATES_PER_ROUND = 64  # off-policy: updates between looks at the rings and schedule
@@ -48,8 +50,11 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     become_child(spec.parent_pid)
     torch.set_num_threads(spec.plan.cfg.infra.learner_threads)
     try:
-        learner = Learner(spec, metrics)
-        learner.train() if spec.plan.trains else learner.drain()
+        plan = spec.plan
+        shms = [attach(n) for n in spec.ring_names] + [attach(spec.weights_name)]
+        rings = [Ring(s.buf, plan.layout, plan.cfg.infra.ring_slots) for s in shms[:-1]]
+        learner = Learner(spec, metrics, rings, SharedWeights(shms[-1].buf, plan.num_params))
+        learner.run()
     except BaseException as e:
         report_crash(spec.run_dir, "learner", e)
         os._exit(1)
@@ -112,9 +117,17 @@ def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
 class Learner:
     """Owns the model and the algorithm's state; talks to workers only through shared
     memory. On-policy (PPO) it trains on one slot from every worker per update; off-policy
-    (DQN, SAC) it feeds slots into a replay buffer and trains on samples of it."""
+    (DQN, SAC) it feeds slots into a replay buffer and trains on samples of it.
 
-    def __init__(self, spec: LearnerSpec, metrics: Queue) -> None:
+    ``metrics`` takes ``(kind, step, payload)`` messages (a queue to the supervisor, or the
+    serial runtime's dispatcher). ``produce``, in the serial runtime, runs the workers for
+    a slot each: every wait of the learner calls it, so waiting for data makes the data.
+    ``timer`` keeps the learner's time per stage (fastrl.timing).
+    """
+
+    def __init__(self, spec: LearnerSpec, metrics: Queue, rings: list[Ring],
+                 weights: SharedWeights, produce: Callable[[], None] | None = None,
+                 timer: StageTimer | None = None) -> None:
         plan = spec.plan
         cfg = plan.cfg
         self.spec, self.cfg, self.metrics = spec, cfg, metrics
@@ -123,12 +136,11 @@ class Learner:
         self.policy = plan.policy().to(self.device)
         self.algo = make_algo(cfg.algo, self.policy, plan.obs_space, plan.act_space,
                               self.device) if plan.trains else None
-        self._shms = [attach(n) for n in spec.ring_names]
-        self.rings = [Ring(s.buf, plan.layout, cfg.infra.ring_slots) for s in self._shms]
+        self.rings, self.weights = rings, weights
+        self.produce = produce
+        self.timer = timer or StageTimer()
         self.feed = ReplayFeed(cfg, plan.obs_space, plan.act_space, self.rings, self.device,
                                cfg.seed) if cfg.algo.off_policy else None
-        self._weights_shm = attach(spec.weights_name)
-        self.weights = SharedWeights(self._weights_shm.buf, plan.num_params)
         self.version = 0
         self.global_step = 0
         self.dropped_slots = 0
@@ -181,7 +193,10 @@ class Learner:
             deadline = time.monotonic() + PARK_WAIT_S
             while not self.weights.parked() and time.monotonic() < deadline:
                 self.weights.beat(time.monotonic_ns())
-                time.sleep(0.01)
+                if self.produce:
+                    self.produce()  # (serial: parks the workers)
+                else:
+                    time.sleep(0.01)
         parked = self._parked_states() if final else {}
         pending = [r.pending() for r in self.rings]
         state = {"model": self.policy.state_dict(), "algo": self.algo.state_dict(),
@@ -219,18 +234,28 @@ class Learner:
 
     # --- training --------------------------------------------------------------------------
     def _publish(self) -> None:
-        self.weights.write(flat_params(self.policy), self.version)
+        with self.timer.stage("sync_weights"):
+            self.weights.write(flat_params(self.policy), self.version)
 
     def _should_stop(self) -> bool:
         self.weights.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives
+        if self.produce:
+            self.produce()
         return self.weights.stop_requested()
+
+    def _wait(self, ready: Callable[[], bool]) -> None:
+        """Wait, counted as ``waiting``, until ``ready()``; raises Stopped."""
+        with self.timer.stage("waiting"):
+            wait_until(ready, self._should_stop)
 
     def _evaluate(self) -> None:
         log = self.cfg.log
         seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
         self.policy.eval()
-        result = evaluate(self.policy, self.spec.plan.env, seeds,
-                          self.device, log.eval_max_steps, self._should_stop)
+        with self.timer.stage("evaluate"):
+            result = evaluate(self.policy, self.spec.plan.env, seeds, self.device,
+                              log.eval_max_steps, self._should_stop,
+                              episodes_per_seed=log.eval_episodes_per_seed)
         self.policy.train()
         self.last_eval, self.eval_step = result, self.global_step
         while self.next_eval <= self.global_step:  # advanced only once the evaluation is done
@@ -247,7 +272,7 @@ class Learner:
         and counted), verified when ``infra.check_slots``; released once copied."""
         infra = self.cfg.infra
         while True:
-            wait_until(lambda: all(r.has_ready_slot() for r in self.rings), self._should_stop)
+            self._wait(lambda: all(r.has_ready_slot() for r in self.rings))
             dropped = drop_stale(self.rings, self.version, infra.max_policy_lag)
             if not dropped:
                 break
@@ -264,18 +289,24 @@ class Learner:
         """Wait for one slot from every worker, train on them, publish the new weights."""
         algo = self.cfg.algo
         batch = self._take_slots()
-        occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
-        lag = self.version - int(batch["policy_version"].min())
-        tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+        with self.timer.stage("update_dataset"):
+            occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
+            lag = self.version - int(batch["policy_version"].min())
+            tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
-        stats = self.algo.update(tensors, lr)
+        with self.timer.stage("train"):
+            stats = self.algo.update(tensors, lr)
         self.version += 1
         self._publish()
         self.global_step += batch["reward"].size
         self.weights.beat(time.monotonic_ns())
         stats.update(episode_stats(batch), lr=lr, policy_lag=lag, ring_occupancy=occupancy,
-                     policy_version=self.version, dropped_stale_slots=self.dropped_slots)
+                     policy_version=self.version, dropped_stale_slots=self.dropped_slots,
+                     **self._timing())
         self.metrics.put(("update", self.global_step, stats))
+
+    def _timing(self) -> dict[str, float]:
+        return timing_metrics("learner", self.timer.seconds())
 
     def _offpolicy_round(self) -> None:
         """Ingest the slots the rate limiter admits, take the updates it admits (at most
@@ -283,13 +314,18 @@ class Learner:
         new weights; wait for an admissible slot when neither is possible."""
         if self._should_stop():  # the waits below may never sleep: slots keep coming
             raise Stopped
-        feed = self.feed
-        ingested = feed.ingest()
+        feed, timer = self.feed, self.timer
+        with timer.stage("update_dataset"):
+            ingested = feed.ingest()
         self.global_step = feed.inserted
         updates = 0
         while updates < MAX_UPDATES_PER_ROUND and feed.can_train():
-            stats, td_abs = self.algo.update(feed.sample())
-            feed.update_priorities(td_abs)
+            with timer.stage("update_dataset"):
+                batch = feed.sample()
+            with timer.stage("train"):
+                stats, td_abs = self.algo.update(batch)
+            with timer.stage("update_dataset"):
+                feed.update_priorities(td_abs)
             for key, value in stats.items():
                 self._window[key] = self._window.get(key, 0.0) + value
             updates += 1
@@ -298,7 +334,7 @@ class Learner:
             self._publish()
             self._window_updates += updates
         elif not ingested:
-            wait_until(feed.can_ingest, self._should_stop)
+            self._wait(feed.can_ingest)
         self.weights.beat(time.monotonic_ns())
 
     def _report_offpolicy(self) -> None:
@@ -307,7 +343,7 @@ class Learner:
         policy lag (updates between the weights a slot was collected with and now)."""
         feed, n = self.feed, max(1, self._window_updates)
         stats = {k: v / n for k, v in self._window.items()}
-        stats.update(feed.stats(), policy_version=self.version)
+        stats.update(feed.stats(), policy_version=self.version, **self._timing())
         if feed.returns:
             stats.update(ended_episode_stats(np.concatenate(feed.returns),
                                              np.concatenate(feed.lengths)))
@@ -328,20 +364,19 @@ class Learner:
             while self.global_step < self.cfg.algo.total_steps:
                 if self._should_stop():  # fast workers may never let the wait below sleep
                     raise Stopped
-                wait_until(lambda: any(r.has_ready_slot() for r in self.rings),
-                           self._should_stop)
+                self._wait(lambda: any(r.has_ready_slot() for r in self.rings))
                 for ring in self.rings:
                     while ring.has_ready_slot():
                         ring.release()
                         self.global_step += steps_per_slot
                 if time.monotonic() >= next_report:
                     next_report = time.monotonic() + REPORT_EVERY_S
-                    self.metrics.put(("update", self.global_step, {}))
+                    self.metrics.put(("update", self.global_step, self._timing()))
         except Stopped:
             pass
         finally:
             self.weights.mark_done()
-        self.metrics.put(("done", self.global_step, {"eval": None}))
+        self._done(None)
 
     def train(self) -> None:
         """Train until ``algo.total_steps``, the target return, or a stop request (the update
@@ -361,7 +396,8 @@ class Learner:
                 if self.global_step >= self.next_eval:
                     self._evaluate()
                 if self.next_checkpoint <= self.global_step < algo.total_steps:
-                    self._checkpoint(final=False)  # (the final one follows at total_steps)
+                    with self.timer.stage("checkpoint"):  # (the final one follows at the end)
+                        self._checkpoint(final=False)
                     while self.next_checkpoint <= self.global_step:
                         self.next_checkpoint += log.checkpoint_every_steps
             self.weights.mark_done()  # workers may park while we evaluate
@@ -371,7 +407,17 @@ class Learner:
             pass  # asked to stop: save what we have; the evaluation in progress is dropped
         finally:
             self.weights.mark_done()
-        self._checkpoint(final=True)
-        torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
-                   Path(self.spec.run_dir) / "model.pt")
-        self.metrics.put(("done", self.global_step, {"eval": self.last_eval}))
+        with self.timer.stage("checkpoint"):
+            self._checkpoint(final=True)
+            torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
+                       Path(self.spec.run_dir) / "model.pt")
+        self._done(self.last_eval)
+
+    def _done(self, last_eval: dict[str, float] | None) -> None:
+        """The last message: the final evaluation and this process's time per stage."""
+        self.metrics.put(("done", self.global_step,
+                          {"eval": last_eval, "timing": self.timer.seconds()}))
+
+    def run(self) -> None:
+        """Train (or, for ``algo.name=none``, drain) to the end of the run."""
+        self.train() if self.spec.plan.trains else self.drain()

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
+from fastrl.timing import format_table
 
 
 class MetricsLogger:
@@ -33,6 +34,7 @@ class MetricsLogger:
             self._writer = SummaryWriter(str(run_dir / "tb"),
                                          purge_step=start_step + 1 if start_step else None)
         self._progress = None
+        self._console = cfg.console
         if cfg.console:
             self._progress = Progress(
                 TextColumn("[bold]fastrl"), BarColumn(), TextColumn("{task.completed:,} steps"),
@@ -77,16 +79,31 @@ class MetricsLogger:
             self._progress.update(self._task, completed=step, sps=self.steps_per_sec, ret=ret,
                                   health=health)
 
-    def evaluation(self, step: int, result: dict[str, float]) -> None:
-        """Log one evaluation's results."""
+    def evaluation(self, step: int, result: dict[str, float], prefix: str = "eval") -> None:
+        """Log one evaluation's results as ``<prefix>/<key>`` (``eval``: the learner's,
+        ``eval_ckpt``: a checkpoint's, evaluated in its own process)."""
         if self._writer:
             for key, value in result.items():
-                self._writer.add_scalar(f"eval/{key}", value, step)
+                self._writer.add_scalar(f"{prefix}/{key}", value, step)
         if self._progress:
             self._progress.console.print(
-                f"eval @ {step:,} steps: return {result['return_mean']:.1f} "
+                f"{prefix} @ {step:,} steps: return {result['return_mean']:.1f} "
                 f"± {result['return_std']:.1f} (min {result['return_min']:.0f})"
             )
+
+    def custom(self, step: int, scalars: dict[str, float]) -> None:
+        """A callback's own scalars, as ``custom/<name>``."""
+        if self._writer:
+            for key, value in scalars.items():
+                self._writer.add_scalar(f"custom/{key}", float(value), step)
+
+    def timing(self, table: dict[str, dict[str, float]]) -> None:
+        """Print the end-of-run table of time per stage and process (fastrl.timing)."""
+        text = "time per stage:\n" + format_table(table)
+        if self._progress:
+            self._progress.console.print(text, markup=False, highlight=False)
+        elif self._console:
+            print(text, file=sys.stderr, flush=True)
 
     def event(self, step: int, text: str, detail: str | None = None) -> None:
         """A supervisor event (a worker restarted, given up on): one line on the console

@@ -20,8 +20,10 @@ from fastrl.memory.ring import (
     FILL_NS,
     HEARTBEAT_NS,
     STEPS,
+    SYNC_NS,
     TERMINATE,
     VERSION_SEEN,
+    WAIT_NS,
     Ring,
 )
 from fastrl.memory.segments import attach
@@ -33,6 +35,7 @@ from fastrl.process import become_child, report_crash, rng_state, seed_everythin
 from fastrl.rollout.actors import EpsilonGreedy, apex_epsilon, policy_actor, random_actor
 from fastrl.rollout.collector import Collector
 from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds
+from fastrl.timing import StageTimer
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 
@@ -108,83 +111,139 @@ def _park(spec: WorkerSpec, collector: Collector, write_seq: int) -> None:
 
 def _worker_loop(spec: WorkerSpec) -> None:
     plan = spec.plan
-    cfg, infra = plan.cfg, plan.cfg.infra
-    n = infra.envs_per_worker
-    # n env seeds plus one for this process's action sampling, all derived from the run seed
-    *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1, spec.incarnation)
-    seed_everything(sampling_seed)
-    envs = plan.env.make(seeds)
-    if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
-        raise EnvContractError(
-            f"env {cfg.env.id!r} made in worker {spec.worker_id} has spaces "
-            f"{envs.observation_space}, {envs.action_space}; the run was planned for "
-            f"{plan.obs_space}, {plan.act_space} (an env's spaces must not vary)"
-        )
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
-    ring = Ring(ring_shm.buf, plan.layout, infra.ring_slots)
-    weights = SharedWeights(weights_shm.buf, plan.num_params)
+    ring = Ring(ring_shm.buf, plan.layout, plan.cfg.infra.ring_slots)
+    worker = RolloutWorker(spec, ring, SharedWeights(weights_shm.buf, plan.num_params))
     _terminate_on_request(ring)
-
-    def beat() -> None:
-        ring.set(HEARTBEAT_NS, time.monotonic_ns())
-
-    def should_stop() -> bool:
-        beat()  # called from every wait loop: a waiting worker is alive too
-        return weights.run_over()
-
-    policy = plan.policy()
-    params = np.empty(plan.num_params, np.float32)
-    algo = cfg.algo
-    explore = random_actor(plan.act_space, n, sampling_seed)
-    if algo.random_actions:
-        act = explore
-    elif algo.name == "dqn":
-        act = EpsilonGreedy(policy, plan.act_space, sampling_seed + 1)  # not explore's stream
-    else:
-        act = policy_actor(policy)
-    collector = Collector(envs, act, spec.worker_id * n, cfg.total_envs, beat)
-    # On-policy, slot k waits for the weights of update k - max_policy_lag; off-policy workers
-    # never wait: they act with the newest weights they have.
-    waits_for_weights = plan.trains and not algo.off_policy
-    if spec.resume_state:
-        with open(spec.resume_state, "rb") as f:
-            state = pickle.load(f)  # our own checkpoint, its checksum verified
-        collector.restore(state["collector"])
-        set_rng_state(state["rng"])
-    # The ring outlives a restarted worker: its counters continue where the last one was.
-    base = {k: ring.get(k) for k in (STEPS, ACT_NS, ENV_NS, FILL_NS)}
-    steps_per_slot = infra.rollout_len * n
-    version = -1
     try:
         while True:
-            if should_stop():  # checked once per slot too: a drained ring never makes us wait
+            if worker.should_stop():  # checked once per slot: a drained ring never waits
                 raise Stopped
-            wait_until(ring.has_free_slot, should_stop)
-            needed = max(0, ring.write_seq - infra.max_policy_lag) if waits_for_weights else 0
-            wait_until(lambda n=needed: weights.version(should_stop) >= n, should_stop)
-            if weights.version(should_stop) != version:
-                version = weights.read_into(params, should_stop)
-                load_flat_params(policy, params)
-                ring.set(VERSION_SEEN, version)
-            if algo.off_policy:
-                # Until the learner's first update its weights are noise: act at random.
-                collector.act = explore if version == 0 else act
-                if isinstance(act, EpsilonGreedy):
-                    act.epsilon = apex_epsilon(algo.dqn, spec.worker_id, infra.num_workers,
-                                               base[STEPS] * infra.num_workers,
-                                               algo.total_steps)
-            collector.fill(ring.write_slot(), ring.write_seq, version)
+            worker.wait_until_ready()
+            worker.fill_one()
+    except Stopped:
+        worker.park()
+        raise
+    finally:
+        worker.close()
+
+
+class RolloutWorker:
+    """One worker's envs, policy copy and collector, filling its ring one slot at a time.
+
+    A worker process loops on :meth:`wait_until_ready` and :meth:`fill_one`; the serial
+    runtime (fastrl.serial) calls :meth:`fill_one` whenever :meth:`ready` while the learner
+    waits for data. ``timer`` gets the worker's rollout, weight-sync and waiting time.
+    """
+
+    def __init__(self, spec: WorkerSpec, ring: Ring, weights: SharedWeights,
+                 timer: StageTimer | None = None) -> None:
+        plan = spec.plan
+        cfg, infra = plan.cfg, plan.cfg.infra
+        self.spec, self.ring, self.weights = spec, ring, weights
+        self.timer = timer or StageTimer()
+        n = infra.envs_per_worker
+        # n env seeds plus one for this process's action sampling, all from the run seed
+        *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1, spec.incarnation)
+        seed_everything(sampling_seed)
+        envs = plan.env.make(seeds)
+        if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
+            envs.close()
+            raise EnvContractError(
+                f"env {cfg.env.id!r} made in worker {spec.worker_id} has spaces "
+                f"{envs.observation_space}, {envs.action_space}; the run was planned for "
+                f"{plan.obs_space}, {plan.act_space} (an env's spaces must not vary)"
+            )
+        self.policy = plan.policy()
+        self.params = np.empty(plan.num_params, np.float32)
+        algo = cfg.algo
+        self.explore = random_actor(plan.act_space, n, sampling_seed)
+        if algo.random_actions:
+            self.act = self.explore
+        elif algo.name == "dqn":  # (not explore's stream)
+            self.act = EpsilonGreedy(self.policy, plan.act_space, sampling_seed + 1)
+        else:
+            self.act = policy_actor(self.policy)
+        self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
+                                   self.beat)
+        # On-policy, slot k waits for the weights of update k - max_policy_lag; off-policy
+        # workers never wait: they act with the newest weights they have.
+        self.waits_for_weights = plan.trains and not algo.off_policy
+        if spec.resume_state:
+            with open(spec.resume_state, "rb") as f:
+                state = pickle.load(f)  # our own checkpoint, its checksum verified
+            self.collector.restore(state["collector"])
+            set_rng_state(state["rng"])
+        # The ring outlives a restarted worker: its counters continue where the last one was.
+        self.base = {k: ring.get(k) for k in (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS, WAIT_NS)}
+        self._timer_base = dict(self.timer.ns)
+        self.steps_per_slot = infra.rollout_len * n
+        self.version = -1
+
+    def beat(self) -> None:
+        """Tell the supervisor this worker is alive."""
+        self.ring.set(HEARTBEAT_NS, time.monotonic_ns())
+
+    def should_stop(self) -> bool:
+        """Beat (every wait loop calls this: a waiting worker is alive too); True once the
+        run is over."""
+        self.beat()
+        return self.weights.run_over()
+
+    def _weights_needed(self) -> int:
+        infra = self.spec.plan.cfg.infra
+        return max(0, self.ring.write_seq - infra.max_policy_lag) \
+            if self.waits_for_weights else 0
+
+    def ready(self) -> bool:
+        """True when a slot is free and the weights it must be collected with exist."""
+        return self.ring.has_free_slot() and \
+            self.weights.version(self.should_stop) >= self._weights_needed()
+
+    def wait_until_ready(self) -> None:
+        """Wait (counted as ``waiting``) until :meth:`ready`; raises Stopped."""
+        with self.timer.stage("waiting"):
+            wait_until(self.ring.has_free_slot, self.should_stop)
+            needed = self._weights_needed()
+            wait_until(lambda: self.weights.version(self.should_stop) >= needed,
+                       self.should_stop)
+
+    def fill_one(self) -> None:
+        """Take the newest weights if they moved, fill the next slot and publish it."""
+        cfg, ring, collector = self.spec.plan.cfg, self.ring, self.collector
+        algo, infra = cfg.algo, cfg.infra
+        with self.timer.stage("sync_weights"):
+            if self.weights.version(self.should_stop) != self.version:
+                self.version = self.weights.read_into(self.params, self.should_stop)
+                load_flat_params(self.policy, self.params)
+                ring.set(VERSION_SEEN, self.version)
+        if algo.off_policy:
+            # Until the learner's first update its weights are noise: act at random.
+            collector.act = self.explore if self.version == 0 else self.act
+            if isinstance(self.act, EpsilonGreedy):
+                self.act.epsilon = apex_epsilon(algo.dqn, self.spec.worker_id,
+                                                infra.num_workers,
+                                                self.base[STEPS] * infra.num_workers,
+                                                algo.total_steps)
+        with self.timer.stage("rollout"):
+            collector.fill(ring.write_slot(), ring.write_seq, self.version)
             if infra.check_slots:
                 ring.stamp()
             ring.publish()
-            base[STEPS] += steps_per_slot
-            ring.set(STEPS, base[STEPS])
-            ring.set(ACT_NS, base[ACT_NS] + collector.act_ns)
-            ring.set(ENV_NS, base[ENV_NS] + collector.env_ns)
-            ring.set(FILL_NS, base[FILL_NS] + collector.fill_ns)
-    except Stopped:
-        if plan.trains:
-            _park(spec, collector, ring.write_seq)
-        raise
-    finally:
-        collector.envs.close()
+        self.base[STEPS] += self.steps_per_slot
+        ring.set(STEPS, self.base[STEPS])
+        ring.set(ACT_NS, self.base[ACT_NS] + collector.act_ns)
+        ring.set(ENV_NS, self.base[ENV_NS] + collector.env_ns)
+        ring.set(FILL_NS, self.base[FILL_NS] + collector.fill_ns)
+        for counter, stage in ((SYNC_NS, "sync_weights"), (WAIT_NS, "waiting")):
+            ring.set(counter, self.base[counter] + self.timer.ns[stage]
+                     - self._timer_base[stage])
+
+    def park(self) -> None:
+        """At the end of a training run, leave the state that continues these episodes."""
+        if self.spec.plan.trains:
+            _park(self.spec, self.collector, self.ring.write_seq)
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.collector.envs.close()

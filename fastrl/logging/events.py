@@ -1,0 +1,69 @@
+"""Where the learner's messages go in the main process: the metrics logger and callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastrl.callbacks import Callback
+from fastrl.logging.metrics import MetricsLogger
+
+
+class RunEvents:
+    """Routes ``(kind, step, payload)`` messages (``update``, ``eval``, ``checkpoint``,
+    ``done``) to the :class:`MetricsLogger` and the :class:`~fastrl.callbacks.Callback` s,
+    and keeps what the run's result reports. ``health`` adds the supervisor's scalars to
+    every update. The first exception a callback raises is kept in :attr:`error` (the caller
+    stops the run and re-raises it).
+
+    Its :meth:`put` takes the same messages as the learner's queue, so the serial runtime
+    hands it to the learner directly.
+    """
+
+    def __init__(self, logger: MetricsLogger, callbacks: Sequence[Callback] = (),
+                 health: Callable[[], dict[str, float]] = dict, step: int = 0) -> None:
+        self.logger, self.callbacks, self.health = logger, list(callbacks), health
+        self.step = step
+        self.last_metrics: dict[str, float] = {}
+        self.last_checkpoint: str | None = None
+        self.checkpoints: list[str] = []  # every checkpoint written, in order
+        self.final: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def put(self, message: tuple[str, int, dict[str, Any]]) -> None:
+        """Handle one message."""
+        self.handle(*message)
+
+    def handle(self, kind: str, step: int, payload: dict[str, Any]) -> None:
+        """Log one message and call the callbacks' hook for it."""
+        self.step = step
+        if kind == "update":
+            payload.update(self.health())
+            self.logger.update(step, payload)
+            self.last_metrics = payload
+            self._call("on_update", step, payload)
+        elif kind == "eval":
+            self.evaluation(step, payload, "learner")
+        elif kind == "checkpoint":
+            self.last_checkpoint = payload["path"]
+            self.checkpoints.append(payload["path"])
+            self.logger.checkpoint(step, payload["path"])
+            self._call("on_checkpoint", step, payload["path"])
+        else:
+            self.final = payload
+
+    def evaluation(self, step: int, result: dict[str, float], source: str) -> None:
+        """Log an evaluation by the learner or (``source``: its folder) of a checkpoint."""
+        self.logger.evaluation(step, result, "eval" if source == "learner" else "eval_ckpt")
+        self._call("on_eval", step, result, source)
+
+    def _call(self, hook: str, step: int, *args: Any) -> None:
+        for callback in self.callbacks:
+            try:
+                extra = getattr(callback, hook)(step, *args)
+            except Exception as e:  # the user's code: stop the run, re-raise after cleanup
+                if self.error is None:
+                    self.error = e
+                continue
+            if extra:
+                self.logger.custom(step, extra)

@@ -1,0 +1,59 @@
+"""``infra.runtime=serial``: the workers, their rings and the learner in the calling process.
+
+The same Learner, RolloutWorker, Ring and algorithm code as the multiprocess runtime, in one
+thread: whenever the learner waits for data, the workers fill a slot each (the learner's
+``produce`` hook), so a breakpoint in an env's ``step`` or in a loss stops the whole run in
+one debugger, and an exception in either arrives with its own traceback. No shared memory
+is created (the rings live in process memory), no worker is restarted, and throughput is
+that of one core.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fastrl.learner.learner import Learner, LearnerSpec
+from fastrl.logging.events import RunEvents
+from fastrl.memory.ring import INCARNATION, Ring
+from fastrl.memory.weights import SharedWeights
+from fastrl.plan import RunPlan
+from fastrl.rollout.worker import RolloutWorker, WorkerSpec
+from fastrl.timing import StageTimer
+
+
+def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedWeights,
+               worker_states: dict[int, str], resume: str | None, events: RunEvents,
+               tick) -> None:
+    """Train in this process to the end of the run.
+
+    ``worker_states`` are parked worker states to continue from (by worker), ``resume`` the
+    checkpoint folder the learner continues from, ``events`` takes the learner's messages,
+    and ``tick`` is called from every wait (stop requests, checkpoint evaluations).
+    """
+    timer = StageTimer()  # one process, one clock: worker stages nest in the learner's waits
+    workers: list[RolloutWorker] = []
+
+    def produce() -> None:
+        tick()
+        if weights.run_over():
+            if workers and not weights.parked():
+                for worker in workers:
+                    worker.park()
+                weights.mark_parked()
+            return
+        for worker in workers:
+            if worker.ready():
+                worker.fill_one()
+
+    learner = Learner(LearnerSpec(plan, [], "", str(run_dir), os.getpid(), resume), events,
+                      rings, weights, produce, timer)
+    try:
+        for i, ring in enumerate(rings):
+            workers.append(RolloutWorker(
+                WorkerSpec(plan, i, "", "", str(run_dir), os.getpid(), ring.get(INCARNATION),
+                           worker_states.get(i)), ring, weights, timer))
+        learner.run()
+    finally:
+        for worker in workers:
+            worker.close()
