@@ -17,6 +17,7 @@ from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
+from fastrl.models.base import build_policy
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor
@@ -65,8 +66,13 @@ class RunPlan:
 
 def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
                 spec: Any = None) -> nn.Module:
-    """The network workers act with and whose weights the learner publishes: the actor-critic
-    (ppo, none), the Q-network (dqn) or the squashed Gaussian actor (sac)."""
+    """The network workers act with and whose weights the learner publishes: the user's
+    policy ``spec`` (see :func:`fastrl.models.base.build_policy`; checked against the
+    algorithm's contract, :class:`~fastrl.models.base.PolicyContractError` if it does not
+    fit), else the actor-critic (ppo, none), the Q-network (dqn) or the squashed Gaussian
+    actor (sac)."""
+    if spec is not None:
+        return build_policy(spec, algo, obs_space, act_space)
     if algo.name == "dqn":
         return QNetwork(obs_space, act_space, algo.hidden_sizes, algo.dqn.dueling)
     if algo.name == "sac":

@@ -1,0 +1,433 @@
+"""User policies: :class:`BasePolicy` subclasses and plain ``torch.nn.Module`` s.
+
+``Trainer(config, policy=X)`` (or the config key ``algo.policy``) trains ``X`` instead of the
+built-in network of ``algo.name``. ``X`` is one of:
+
+- a :class:`BasePolicy` subclass, or its import string ``'package.module:MyPolicy'``: every
+  process constructs its own as ``MyPolicy(obs_space, act_space, algo_config)``;
+- an instance of a :class:`BasePolicy` subclass: every process gets its own copy of it;
+- any other ``torch.nn.Module`` instance, a network that fits the *plain module contract*
+  below: every process gets its own copy, wrapped into the algorithm's policy.
+
+The same class serves the workers' inference copy (on the CPU) and the learner (on
+``infra.device``); the learner publishes the parameters as one flat vector in the order of
+``policy.parameters()``, so a policy must build the same parameters, in the same order, every
+time it is constructed.
+
+Policy contract (:class:`BasePolicy` subclasses)
+-----------------------------------------------
+``obs`` is a batch ``[B, *obs_space.shape]`` as fastrl stores observations (a Box's own
+dtype; int64 for Discrete), on the policy's device. ``action`` is ``[B, *act_space.shape]``
+as fastrl stores actions (int64 for Discrete, ``Discrete.start`` included).
+
+Every algorithm (``ppo``, ``dqn``, ``sac``, and ``none``, which only acts) calls, in the
+workers and in evaluation:
+
+- ``act(obs, deterministic=False) -> (action [B, *act_shape], log_prob [B], value [B])``;
+  ``deterministic=True`` is the evaluation action (the mode). It always runs under
+  ``torch.no_grad()``.
+
+and besides, in the learner:
+
+- ``ppo``: ``evaluate(obs, action) -> (log_prob [B], entropy [B], value [B])`` with
+  gradients, and ``value(obs) -> [B]`` (bootstrap values; ``[B, 1]`` is refused, since it
+  would broadcast silently). ``act`` samples the action whose ``log_prob`` PPO's ratio uses.
+- ``dqn``: ``forward(obs) -> Q-values [B, n]`` for ``Discrete(n)``, and
+  ``action_index(action) -> [B]`` integer columns of ``forward`` (:class:`BasePolicy`
+  provides it). ``act`` returns the greedy action (the workers add epsilon-greedy
+  exploration), zeros, and the greedy Q-value.
+- ``sac`` (bounded Box actions): ``sample(obs) -> (action [B, prod(act_shape)] inside the
+  bounds, log_prob [B])``, reparameterised (the actor loss backpropagates through it), and
+  the attribute ``act_shape`` (:class:`BasePolicy` sets it). The twin critics are fastrl's
+  (``algo.hidden_sizes``).
+
+Plain module contract (any other ``nn.Module``)
+-----------------------------------------------
+The module receives the observations as float feature vectors ``[B, obs_size]`` (a Box
+flattened, a Discrete one-hot: the input of the built-in MLPs, see
+:class:`~fastrl.models.policy.ObsFeatures`) and returns:
+
+- ``dqn``: Q-values ``[B, n]`` for ``Discrete(n)`` (``algo.dqn.dueling`` does not apply);
+- ``ppo`` / ``none``: ``(head, value)``: logits ``[B, n]`` for ``Discrete(n)`` (a
+  Categorical policy) or the action mean ``[B, prod(act_shape)]`` for a Box (a Normal policy
+  with a learned state-independent log-std), and the value ``[B]`` or ``[B, 1]``;
+- ``sac``: ``[B, 2 * prod(act_shape)]``, the mean and the log-std of a tanh-squashed Gaussian
+  (the log-std squashed into the built-in actor's bounds).
+
+For observations that need their own layout (images), subclass :class:`BasePolicy`.
+
+:func:`check_policy` and :func:`check_module` run these calls on a small batch sampled from
+the observation space when the run is planned, before any process starts; a mismatch raises
+:class:`PolicyContractError`, naming the policy, the call, the expected shape and the
+returned one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.distributions import Categorical, Distribution, Normal
+
+from fastrl.config import AlgoConfig
+from fastrl.envs.contract import EnvError
+from fastrl.memory.layout import storage_of
+from fastrl.models.policy import ObsFeatures
+from fastrl.models.qnet import QNetwork
+from fastrl.models.sac import SquashedGaussianActor
+from fastrl.rollout.envs import load_factory
+
+PROBE_BATCH = 7  # rows of the batch the contract calls run on
+
+
+class PolicyContractError(ValueError):
+    """A user policy does not fit the contract of the algorithm it was given to."""
+
+
+class BasePolicy(nn.Module):
+    """Base class of user policies; see the module documentation for what each algorithm
+    calls. Subclasses build their network in ``__init__`` (after calling this one) and
+    implement ``act`` and the algorithm's training calls.
+
+    Sets :attr:`obs_space`, :attr:`act_space`, :attr:`algo_config`, :attr:`act_shape` and
+    :attr:`obs_features` (observations -> float vectors of :attr:`ObsFeatures.size`; no
+    parameters).
+    """
+
+    def __init__(self, obs_space: gym.Space, act_space: gym.Space,
+                 algo_config: AlgoConfig) -> None:
+        super().__init__()
+        self.obs_space, self.act_space, self.algo_config = obs_space, act_space, algo_config
+        self.act_shape = tuple(act_space.shape or ())
+        self.obs_features = ObsFeatures(obs_space)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Workers turn act's outputs into numpy arrays, which tensors that require grad
+        # refuse; inference needs no graph either.
+        if "act" in cls.__dict__:
+            cls.act = torch.no_grad()(cls.act)
+
+    def action_index(self, action: torch.Tensor) -> torch.Tensor:
+        """Stored Discrete actions (``Discrete.start`` based) as class indices ``0..n-1``."""
+        if not isinstance(self.act_space, spaces.Discrete):
+            raise TypeError(f"action_index maps Discrete actions to indices; this policy acts "
+                            f"in {self.act_space}")
+        return action.long() - int(self.act_space.start)
+
+
+class ModuleActorCritic(BasePolicy):
+    """PPO's policy around a plain module ``features -> (head, value)``: Categorical over the
+    head's logits for Discrete actions, Normal around the head's mean with a learned
+    state-independent log-std for Box actions."""
+
+    def __init__(self, module: nn.Module, obs_space: gym.Space, act_space: gym.Space,
+                 algo_config: AlgoConfig) -> None:
+        super().__init__(obs_space, act_space, algo_config)
+        self.body = module
+        self.continuous = isinstance(act_space, spaces.Box)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.zeros(int(np.prod(self.act_shape))))
+
+    def _dist_value(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+        head, value = self.body(self.obs_features(obs))
+        dist = Normal(head, self.log_std.exp()) if self.continuous else Categorical(logits=head)
+        return dist, value.reshape(head.shape[:-1])  # [B, 1] or [B] -> [B]
+
+    def _log_prob_entropy(self, dist: Distribution, flat: torch.Tensor):
+        if self.continuous:
+            return dist.log_prob(flat).sum(-1), dist.entropy().sum(-1)
+        return dist.log_prob(flat), dist.entropy()
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False):
+        """``(action, log_prob, value)``; ``deterministic`` takes the mode."""
+        dist, value = self._dist_value(obs)
+        if deterministic:
+            flat = dist.mean if self.continuous else dist.probs.argmax(-1)
+        else:
+            flat = dist.sample()
+        log_prob, _ = self._log_prob_entropy(dist, flat)
+        if self.continuous:
+            return flat.reshape(*flat.shape[:-1], *self.act_shape), log_prob, value
+        return flat + int(self.act_space.start), log_prob, value
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
+        """``(log_prob, entropy, value)`` of stored actions under the current weights."""
+        dist, value = self._dist_value(obs)
+        if self.continuous:
+            flat = action.reshape(*action.shape[: action.dim() - len(self.act_shape)], -1)
+        else:
+            flat = self.action_index(action)
+        return (*self._log_prob_entropy(dist, flat), value)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values ``[B]``."""
+        return self._dist_value(obs)[1]
+
+
+# --- building a user's policy -------------------------------------------------------------
+def build_policy(spec: Any, algo: AlgoConfig, obs_space: gym.Space,
+                 act_space: gym.Space) -> nn.Module:
+    """A fresh, checked policy of this process from a user's ``spec``: a
+    :class:`BasePolicy` subclass, its import string, an instance of one (copied) or a plain
+    module (copied and wrapped). Raises :class:`PolicyContractError` for anything else and
+    for a policy that does not fit ``algo.name``'s contract."""
+    if isinstance(spec, str):
+        spec = policy_class(spec)
+    if isinstance(spec, type) and issubclass(spec, BasePolicy):
+        policy = _construct(spec, algo, obs_space, act_space)
+    elif isinstance(spec, BasePolicy):
+        policy = copy.deepcopy(spec)
+    elif isinstance(spec, nn.Module):
+        check_module(spec, algo.name, obs_space, act_space)
+        return wrap_module(copy.deepcopy(spec), algo, obs_space, act_space)
+    elif isinstance(spec, type) and issubclass(spec, nn.Module):
+        raise PolicyContractError(
+            f"policy={spec.__name__}: a torch.nn.Module class that is not a fastrl.BasePolicy "
+            f"subclass is taken as an instance only: pass {spec.__name__}(...)")
+    else:
+        raise PolicyContractError(
+            f"policy={spec!r}: expected a fastrl.BasePolicy subclass, its import string "
+            "'package.module:MyPolicy', or a torch.nn.Module instance")
+    check_policy(policy, algo.name, obs_space, act_space)
+    return policy
+
+
+def policy_class(ref: str) -> type[BasePolicy]:
+    """The :class:`BasePolicy` subclass that an import string ``'package.module:Name'``
+    (config key ``algo.policy``) names."""
+    try:
+        cls = load_factory(ref, "algo.policy")
+    except EnvError as e:
+        raise PolicyContractError(str(e)) from None
+    if not (isinstance(cls, type) and issubclass(cls, BasePolicy)):
+        raise PolicyContractError(f"algo.policy={ref!r} names {cls!r}, not a fastrl.BasePolicy "
+                                  "subclass")
+    return cls
+
+
+def _construct(cls: type[BasePolicy], algo: AlgoConfig, obs_space: gym.Space,
+               act_space: gym.Space) -> BasePolicy:
+    try:
+        return cls(obs_space, act_space, algo)
+    except Exception as e:
+        raise PolicyContractError(
+            f"policy {cls.__name__} for algo.name={algo.name}: {cls.__name__}(obs_space, "
+            f"act_space, algo_config) raised {type(e).__name__}: {e} (obs_space={obs_space}, "
+            f"act_space={act_space})") from e
+
+
+def wrap_module(module: nn.Module, algo: AlgoConfig, obs_space: gym.Space,
+                act_space: gym.Space) -> nn.Module:
+    """The algorithm's policy around a plain module (see the plain module contract)."""
+    if algo.name == "dqn":
+        policy = QNetwork(obs_space, act_space, [])
+    elif algo.name == "sac":
+        policy = SquashedGaussianActor(obs_space, act_space, [])
+    else:
+        return ModuleActorCritic(module, obs_space, act_space, algo)
+    # The built-in's ``net`` is its whole body (features -> outputs): act, sample, the
+    # squashing and action_index stay the built-in's.
+    policy.net = module
+    return policy
+
+
+# --- contract checks ----------------------------------------------------------------------
+class _Probe:
+    """Contract calls of one policy on a probe batch, every failure worded alike. Refuses a
+    policy without parameters and an action space the algorithm cannot act in."""
+
+    def __init__(self, policy: nn.Module, algo_name: str, obs_space: gym.Space,
+                 act_space: gym.Space) -> None:
+        self.policy, self.algo_name, self.act_space = policy, algo_name, act_space
+        self.prefix = f"policy {type(policy).__name__} for algo.name={algo_name}"
+        self.obs = sample_obs(obs_space, PROBE_BATCH)
+        self.act_shape, self.act_dtype = storage_of(act_space, "action")
+        if next(policy.parameters(), None) is None:
+            raise self.error("has no parameters; fastrl trains and publishes a policy's "
+                             "parameters")
+        if algo_name == "dqn" and not isinstance(act_space, spaces.Discrete):
+            raise self.error(f"dqn acts in Discrete action spaces, not {act_space}")
+        if algo_name == "sac" and not (isinstance(act_space, spaces.Box)
+                                       and act_space.is_bounded("both")):
+            raise self.error(f"sac acts in bounded Box action spaces, not {act_space}")
+
+    def error(self, text: str) -> PolicyContractError:
+        """The error for ``text``, prefixed with the policy and the algorithm."""
+        return PolicyContractError(f"{self.prefix}: {text}")
+
+    def call(self, call: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``policy.method(*args)``; a missing method or an exception is a contract error."""
+        fn = getattr(self.policy, method, None)
+        if not callable(fn):
+            raise self.error(f"has no method {call}, which algo.name={self.algo_name} calls")
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise self.error(f"{call} raised {type(e).__name__}: {e} (its input: "
+                             f"{shape_text(args[0])} {args[0].dtype})") from e
+
+    def parts(self, call: str, what: str, out: Any, n: int) -> tuple:
+        """``out`` as a tuple of ``n``."""
+        if not (isinstance(out, (tuple, list)) and len(out) == n):
+            raise self.error(f"{call} must return {what}; it returned {describe(out)}")
+        return tuple(out)
+
+    def shape(self, call: str, what: str, out: Any, dims: tuple[int, ...]) -> torch.Tensor:
+        """``out`` as a tensor ``[B, *dims]``."""
+        if not (isinstance(out, torch.Tensor) and tuple(out.shape) == (PROBE_BATCH, *dims)):
+            raise self.error(f"{call} must return {what} of shape {dims_text(dims)} for "
+                             f"{self.act_space}; it returned {describe(out)}")
+        return out
+
+    def within(self, call: str, what: str, values: torch.Tensor, low: torch.Tensor,
+               high: torch.Tensor, bounds: str) -> None:
+        """Every value of ``values`` in ``[low, high]``, integer or float as they are."""
+        if values.is_floating_point() != low.is_floating_point() or \
+                bool((values < low).any() or (values > high).any()):
+            raise self.error(f"{call} must return {what} in {bounds}; it returned "
+                             f"{values.dtype} values in [{values.min().item():g}, "
+                             f"{values.max().item():g}]")
+
+    def stored(self, action: torch.Tensor) -> torch.Tensor:
+        """``action`` as the ring stores it, as the learner reads it back."""
+        return torch.from_numpy(action.detach().cpu().numpy().astype(self.act_dtype))
+
+
+def sample_obs(obs_space: gym.Space, n: int) -> torch.Tensor:
+    """``n`` observations of ``obs_space`` (fixed seed) as fastrl stores them."""
+    space = copy.deepcopy(obs_space)  # (sampling advances the space's own generator)
+    space.seed(0)
+    _, dtype = storage_of(obs_space, "observation")
+    return torch.from_numpy(np.stack([space.sample() for _ in range(n)]).astype(dtype))
+
+
+def dims_text(dims: tuple[int, ...]) -> str:
+    """``[B, 2]`` for a batch of ``dims``."""
+    return "[" + ", ".join(["B", *map(str, dims)]) + "]"
+
+
+def shape_text(x: torch.Tensor) -> str:
+    """A tensor's shape as ``[B, 3]`` when its first dimension is the probe batch."""
+    dims = [str(d) for d in x.shape]
+    if dims and x.shape[0] == PROBE_BATCH:
+        dims[0] = "B"
+    return "[" + ", ".join(dims) + "]"
+
+
+def describe(out: Any) -> str:
+    """What a contract call returned, for an error message."""
+    if isinstance(out, torch.Tensor):
+        return shape_text(out)
+    if isinstance(out, (tuple, list)):
+        return "(" + ", ".join(describe(x) for x in out) + ")"
+    return f"a {type(out).__name__}"
+
+
+def check_policy(policy: nn.Module, algo_name: str, obs_space: gym.Space,
+                 act_space: gym.Space) -> None:
+    """Run the calls algorithm ``algo_name`` makes (see the module documentation) on a
+    probe batch, without gradients and without touching the global RNGs; raise
+    :class:`PolicyContractError` at the first output of the wrong kind or shape."""
+    probe = _Probe(policy, algo_name, obs_space, act_space)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        action = probe.stored(_check_act(probe, deterministic=False))
+        _check_act(probe, deterministic=True)
+        if algo_name in ALGO_CHECKS:
+            ALGO_CHECKS[algo_name](probe, action)
+
+
+def _check_act(probe: _Probe, deterministic: bool) -> torch.Tensor:
+    """``act`` in one mode; returns its action."""
+    call = f"act(obs, deterministic={deterministic})"
+    out = probe.call(call, "act", probe.obs, deterministic=deterministic)
+    action, log_prob, value = probe.parts(call, "(action, log_prob, value)", out, 3)
+    probe.shape(call, "actions", action, probe.act_shape)
+    probe.shape(call, "log_prob", log_prob, ())
+    probe.shape(call, "value", value, ())
+    space = probe.act_space
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        probe.within(call, "integer actions", action, torch.tensor(start),
+                     torch.tensor(start + int(space.n) - 1),
+                     f"{start}..{start + int(space.n) - 1} for {space}")
+    elif probe.algo_name == "sac":
+        probe.within(call, "actions", action, torch.as_tensor(space.low),
+                     torch.as_tensor(space.high), f"the bounds of {space}")
+    return action
+
+
+def _check_ppo(probe: _Probe, action: torch.Tensor) -> None:
+    probe.shape("value(obs)", "values", probe.call("value(obs)", "value", probe.obs), ())
+    call = "evaluate(obs, action)"
+    out = probe.call(call, "evaluate", probe.obs, action)
+    for part, what in zip(probe.parts(call, "(log_prob, entropy, value)", out, 3),
+                          ("log_prob", "entropy", "value")):
+        probe.shape(call, what, part, ())
+
+
+def _check_dqn(probe: _Probe, action: torch.Tensor) -> None:
+    n = int(probe.act_space.n)
+    probe.shape("forward(obs)", "Q-values", probe.call("forward(obs)", "__call__", probe.obs),
+                (n,))
+    call = "action_index(action)"
+    index = probe.shape(call, "column indices", probe.call(call, "action_index", action), ())
+    probe.within(call, "integer column indices", index, torch.tensor(0), torch.tensor(n - 1),
+                 f"0..{n - 1}")
+
+
+def _check_sac(probe: _Probe, action: torch.Tensor) -> None:
+    space = probe.act_space
+    act_shape = getattr(probe.policy, "act_shape", None)
+    if act_shape is None or tuple(act_shape) != tuple(space.shape):
+        raise probe.error(f"attribute act_shape must be {tuple(space.shape)} for {space}; it "
+                          f"is {act_shape!r}")
+    call = "sample(obs)"
+    flat, log_prob = probe.parts(call, "(action, log_prob)",
+                                 probe.call(call, "sample", probe.obs), 2)
+    probe.shape(call, "flat actions", flat, (int(np.prod(space.shape)),))
+    probe.shape(call, "log_prob", log_prob, ())
+    probe.within(call, "actions", flat, torch.as_tensor(space.low).flatten(),
+                 torch.as_tensor(space.high).flatten(), f"the bounds of {space}")
+
+
+ALGO_CHECKS: dict[str, Callable[[_Probe, torch.Tensor], None]] = {
+    "ppo": _check_ppo, "dqn": _check_dqn, "sac": _check_sac}
+
+
+def check_module(module: nn.Module, algo_name: str, obs_space: gym.Space,
+                 act_space: gym.Space) -> None:
+    """Hold a plain module to the plain module contract of ``algo_name`` (see the module
+    documentation) on a probe batch; raise :class:`PolicyContractError` on a mismatch."""
+    probe = _Probe(module, algo_name, obs_space, act_space)
+    discrete = isinstance(act_space, spaces.Discrete)
+    if algo_name not in ("dqn", "sac") and not (discrete or isinstance(act_space, spaces.Box)):
+        raise probe.error(f"a plain module acts in Discrete or Box action spaces, not "
+                          f"{act_space}; subclass fastrl.BasePolicy for others")
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        out = probe.call("forward(obs)", "__call__", ObsFeatures(obs_space)(probe.obs))
+    n_out = int(act_space.n) if discrete else int(np.prod(act_space.shape))
+    if algo_name == "dqn":
+        probe.shape("forward(obs)", "Q-values", out, (n_out,))
+    elif algo_name == "sac":
+        probe.shape("forward(obs)", "(mean, log_std) concatenated", out, (2 * n_out,))
+    else:
+        _check_actor_critic_output(probe, out, n_out, discrete)
+
+
+def _check_actor_critic_output(probe: _Probe, out: Any, n_out: int, discrete: bool) -> None:
+    head = "logits" if discrete else "action mean"
+    what = f"({head} {dims_text((n_out,))}, value [B] or [B, 1])"
+    fits = isinstance(out, (tuple, list)) and len(out) == 2 and \
+        all(isinstance(x, torch.Tensor) for x in out) and \
+        tuple(out[0].shape) == (PROBE_BATCH, n_out) and \
+        tuple(out[1].shape) in ((PROBE_BATCH,), (PROBE_BATCH, 1))
+    if not fits:
+        raise probe.error(f"forward(obs) must return {what} for {probe.act_space}; it "
+                          f"returned {describe(out)}")
