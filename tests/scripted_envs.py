@@ -78,7 +78,111 @@ class WrongShapeEnv(CountEnv):
         return np.zeros(3, np.float32)
 
 
+class BreaksContractEnv(CountEnv):
+    """A CountEnv that breaks one rule of the env contract once it has taken ``after`` steps
+    (counted over all its episodes; 0: from the first reset on). ``breaks`` is one of
+    :attr:`BREAKS`; reset-only rules (``unseeded_reset``) break at every reset."""
+
+    BREAKS = ("obs_dtype", "obs_shape", "nan_reward", "vector_reward", "bool_reward",
+              "int_terminated", "info", "unseeded_reset")
+
+    def __init__(self, breaks: str, after: int = 0, **kwargs):
+        if breaks not in self.BREAKS:
+            raise ValueError(f"breaks={breaks!r}: expected one of {self.BREAKS}")
+        super().__init__(**kwargs)
+        self.breaks, self.after = breaks, after
+
+    def _broken(self, rule: str) -> bool:
+        return self.breaks == rule and self.total >= self.after
+
+    def _obs(self):
+        obs = super()._obs()
+        if self._broken("obs_dtype"):
+            return obs.astype(np.float64)
+        if self._broken("obs_shape"):
+            return np.zeros(2, np.float32)
+        if self.breaks == "unseeded_reset" and self.t == 0:  # OS entropy, whatever the seed
+            return obs + np.random.default_rng().random(1, np.float32)
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return obs, [] if self._broken("info") else info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self._broken("nan_reward"):
+            reward = float("nan")
+        elif self._broken("vector_reward"):
+            reward = np.array([reward, reward])
+        elif self._broken("bool_reward"):
+            reward = True
+        elif self._broken("int_terminated"):
+            terminated = int(terminated)
+        elif self._broken("info"):
+            info = []
+        return obs, reward, terminated, truncated, info
+
+
+class CountSim:
+    """A batched simulator (fastrl.envs.BatchedEnv) of ``len(seeds)`` CountEnvs, each
+    terminating after ``terminate_at`` steps, that breaks one rule of the contract (see
+    :attr:`BREAKS`) once it has taken ``after`` steps (0: from the first reset on)."""
+
+    BREAKS = ("", "obs_dtype", "obs_shape", "reward_shape", "int_flags", "nan_reward",
+              "unseeded_reset")
+
+    def __init__(self, seeds: list[int], breaks: str = "", after: int = 0,
+                 terminate_at: int = 5):
+        if breaks not in self.BREAKS:
+            raise ValueError(f"breaks={breaks!r}: expected one of {self.BREAKS}")
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.num_envs = len(seeds)
+        self.breaks, self.after, self.terminate_at = breaks, after, terminate_at
+        self.t = np.zeros(self.num_envs, np.int64)
+        self.total = 0
+
+    def _broken(self, rule: str) -> bool:
+        return self.breaks == rule and self.total >= self.after
+
+    def _obs(self) -> np.ndarray:
+        obs = self.t[:, None].astype(np.float32)
+        if self._broken("obs_dtype"):
+            return obs.astype(np.float64)
+        if self._broken("obs_shape"):
+            return obs[:, 0]
+        return obs
+
+    def reset(self) -> np.ndarray:
+        self.t[:] = 0
+        obs = self._obs()
+        if self.breaks == "unseeded_reset":
+            obs += np.random.default_rng().random(obs.shape, np.float32)
+        return obs
+
+    def step(self, actions):
+        self.t += 1
+        self.total += 1
+        final = self._obs()
+        terminated = self.t >= self.terminate_at
+        self.t[terminated] = 0
+        reward = np.ones(self.num_envs, np.float32)
+        if self._broken("reward_shape"):
+            reward = reward[:, None]
+        if self._broken("nan_reward"):
+            reward[0] = np.nan
+        if self._broken("int_flags"):
+            terminated = terminated.astype(np.int64)
+        return self._obs(), reward, terminated, np.zeros(self.num_envs, np.bool_), final
+
+    def close(self) -> None:
+        """Nothing to free."""
+
+
 gym.register("Count-v0", entry_point=CountEnv)
 gym.register("Faulty-v0", entry_point=CountEnv, kwargs={"fail_at_step": 300})
 gym.register("Hang-v0", entry_point=CountEnv, kwargs={"hang_at_step": 300})
 gym.register("WrongShape-v0", entry_point=WrongShapeEnv)
+gym.register("LateNaNReward-v0", entry_point=BreaksContractEnv,
+             kwargs={"breaks": "nan_reward", "after": 100})
