@@ -12,7 +12,8 @@ built-in network of ``algo.name``. ``X`` is one of:
 The same class serves the workers' inference copy (on the CPU) and the learner (on
 ``infra.device``); the learner publishes the parameters as one flat vector in the order of
 ``policy.parameters()``, so a policy must build the same parameters, in the same order, every
-time it is constructed.
+time it is constructed. Only parameters travel: buffers (BatchNorm running statistics, say)
+stay in the workers as constructed.
 
 Policy contract (:class:`BasePolicy` subclasses)
 -----------------------------------------------
@@ -64,8 +65,9 @@ returned one.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -330,13 +332,27 @@ def describe(out: Any) -> str:
     return f"a {type(out).__name__}"
 
 
+@contextlib.contextmanager
+def _probing(module: nn.Module) -> Iterator[None]:
+    """No gradients, the global RNGs as they were afterwards, and every submodule in eval
+    mode meanwhile: a probe must not move BatchNorm statistics."""
+    modes = {m: m.training for m in module.modules()}
+    module.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        for m, training in modes.items():
+            m.training = training
+
+
 def check_policy(policy: nn.Module, algo_name: str, obs_space: gym.Space,
                  act_space: gym.Space) -> None:
     """Run the calls algorithm ``algo_name`` makes (see the module documentation) on a
-    probe batch, without gradients and without touching the global RNGs; raise
-    :class:`PolicyContractError` at the first output of the wrong kind or shape."""
+    probe batch, without gradients, in eval mode and without touching the global RNGs;
+    raise :class:`PolicyContractError` at the first output of the wrong kind or shape."""
     probe = _Probe(policy, algo_name, obs_space, act_space)
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    with _probing(policy):
         action = probe.stored(_check_act(probe, deterministic=False))
         _check_act(probe, deterministic=True)
         if algo_name in ALGO_CHECKS:
@@ -404,13 +420,14 @@ ALGO_CHECKS: dict[str, Callable[[_Probe, torch.Tensor], None]] = {
 def check_module(module: nn.Module, algo_name: str, obs_space: gym.Space,
                  act_space: gym.Space) -> None:
     """Hold a plain module to the plain module contract of ``algo_name`` (see the module
-    documentation) on a probe batch; raise :class:`PolicyContractError` on a mismatch."""
+    documentation) on a probe batch, as :func:`check_policy` does; raise
+    :class:`PolicyContractError` on a mismatch."""
     probe = _Probe(module, algo_name, obs_space, act_space)
     discrete = isinstance(act_space, spaces.Discrete)
     if algo_name not in ("dqn", "sac") and not (discrete or isinstance(act_space, spaces.Box)):
         raise probe.error(f"a plain module acts in Discrete or Box action spaces, not "
                           f"{act_space}; subclass fastrl.BasePolicy for others")
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    with _probing(module):
         out = probe.call("forward(obs)", "__call__", ObsFeatures(obs_space)(probe.obs))
     n_out = int(act_space.n) if discrete else int(np.prod(act_space.shape))
     if algo_name == "dqn":
