@@ -10,7 +10,57 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
-from fastrl.timing import format_table
+from fastrl.timing import STAGES, format_table
+
+#: Every key of the metrics dictionary an update reports (``RunResult.metrics``,
+#: ``Callback.on_update``), with its meaning. ``<stage>`` is one of fastrl.timing.STAGES.
+#: In TensorBoard a key without a ``/`` is ``train/<key>``, a loss key ``loss/<key>``.
+METRICS: dict[str, str] = {
+    # PPO (one message per update)
+    "policy_loss": "PPO clipped surrogate loss (last minibatch mean)",
+    "value_loss": "PPO value loss",
+    "entropy": "policy entropy (PPO); SAC: -log pi of the sampled actions",
+    "approx_kl": "PPO approximate KL between the old and the new policy",
+    "clip_frac": "PPO fraction of ratios outside the clip range",
+    "grad_norm": "gradient norm before clipping (PPO, DQN)",
+    "explained_variance": "PPO: how much of the returns' variance the value head explains",
+    "lr": "PPO learning rate of this update",
+    "ring_occupancy": "PPO: published slots waiting per ring, after this batch was taken",
+    "dropped_stale_slots": "PPO: slots dropped so far for lagging past infra.max_policy_lag",
+    # DQN / SAC (one message per report, about 2 per second, means over its updates)
+    "q_loss": "DQN: importance-weighted Huber TD loss; SAC: twin-Q MSE loss",
+    "q_mean": "mean Q of the sampled (state, action) pairs",
+    "td_abs_mean": "DQN: mean |TD error| of the batch",
+    "actor_loss": "SAC actor loss",
+    "alpha": "SAC entropy coefficient",
+    "replay/fill": "replay buffer fill fraction",
+    "replay/samples_per_insert": "transitions sampled per transition inserted so far",
+    "replay/sample_age": "mean transitions inserted since the last batch's were",
+    # every algorithm
+    "policy_version": "learner updates so far (the weights version workers act with)",
+    "policy_lag": "updates between the weights the oldest data was collected with and now",
+    "episode/return_mean": "mean return of the episodes that ended in this batch/report",
+    "episode/return_std": "their standard deviation",
+    "episode/return_min": "their minimum",
+    "episode/return_max": "their maximum",
+    "episode/length_mean": "their mean length",
+    "episode/count": "how many episodes ended",
+    "supervisor/restarts": "worker restarts in this run so far",
+    "supervisor/heartbeat_age_max_s": "age of the stalest live worker's heartbeat",
+    "supervisor/worker_lag_max": "weights versions the most behind worker lags",
+    "timing/learner/<stage>_s": "learner (serial: the whole process) seconds in <stage>",
+    "timing/workers/<stage>_s": "mean over workers of their seconds in <stage> "
+                                "(multiprocess runtime)",
+}
+
+
+def metric_documented(key: str) -> bool:
+    """True when ``key`` is in :data:`METRICS` (``<stage>`` matching any stage name)."""
+    if key in METRICS:
+        return True
+    parts = key.split("/")
+    return len(parts) == 3 and parts[0] == "timing" and parts[2].endswith("_s") and \
+        parts[2][:-2] in STAGES and f"timing/{parts[1]}/<stage>_s" in METRICS
 
 
 class MetricsLogger:
