@@ -83,8 +83,8 @@ def suite_title(report: dict[str, Any]) -> str:
     """The env, seed suite and device of a report, in a few words."""
     suite = report["suite"]
     last = suite["first_seed"] + suite["num_seeds"] - 1
-    return (f"{report['env_id']}, seeds {suite['first_seed']}..{last} × "
-            f"{suite['episodes_per_seed']} episodes, max {suite['max_steps']} steps, "
+    return (f"{report['env_id']}, seeds {suite['first_seed']}..{last}, "
+            f"episodes per seed {suite['episodes_per_seed']}, max {suite['max_steps']} steps, "
             f"{report['device']}")
 
 
