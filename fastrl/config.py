@@ -327,15 +327,53 @@ def check_values(cfg: MainConfig) -> None:
             f"config key 'algo.hidden_sizes={cfg.algo.hidden_sizes}': "
             "must be a non-empty list of positive widths"
         )
+    if not cfg.env.id.strip():
+        raise ConfigError("config key 'env.id' is empty: name the env (a gymnasium id, or "
+                          "with env.fn / env.vector_fn the run's name for it)")
+    if cfg.algo.off_policy:
+        _check_replay_fits_the_run(cfg)
+    _check_no_knob_is_ignored(cfg)
 
 
-    replay, slot = cfg.algo.replay, cfg.infra.rollout_len * cfg.infra.envs_per_worker
-    if cfg.algo.off_policy and replay.capacity < max(replay.batch_size, slot):
+def _check_replay_fits_the_run(cfg: MainConfig) -> None:
+    """The replay buffer holds a batch and a slot, and training starts before the run ends."""
+    algo, replay = cfg.algo, cfg.algo.replay
+    slot = cfg.infra.rollout_len * cfg.infra.envs_per_worker
+    if replay.capacity < max(replay.batch_size, slot):
         raise ConfigError(
             f"config key 'algo.replay.capacity={replay.capacity}' must hold at least one "
             f"batch (algo.replay.batch_size={replay.batch_size}) and one slot "
             f"(infra.rollout_len*infra.envs_per_worker={slot})"
         )
+    # the rate limiter samples nothing before max(learning_starts, batch_size) inserts, and
+    # the learner stops inserting at total_steps: such a run would end untrained
+    start = max(replay.learning_starts, replay.batch_size)
+    if algo.total_steps <= start:
+        raise ConfigError(
+            f"config key 'algo.total_steps={algo.total_steps}': {algo.name} trains only after "
+            f"max(algo.replay.learning_starts={replay.learning_starts}, "
+            f"algo.replay.batch_size={replay.batch_size}) transitions, so the run would end "
+            f"before its first update; give algo.total_steps > {start} or a smaller "
+            "algo.replay.learning_starts"
+        )
+
+
+def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
+    """Refuse settings that the rest of the config would make silently do nothing."""
+    infra, algo = cfg.infra, cfg.algo
+    if infra.max_policy_lag and algo.name != "ppo":
+        bound = " (algo.replay.max_ahead_steps bounds how far collection runs ahead)" \
+            if algo.off_policy else ""
+        raise ConfigError(
+            f"config key 'infra.max_policy_lag={infra.max_policy_lag}' only applies to "
+            f"algo.name=ppo: {algo.name} workers never wait for weights{bound}; leave it at 0"
+        )
+    if cfg.log.eval_on_checkpoint and algo.name == "none":
+        raise ConfigError("config key 'log.eval_on_checkpoint=true' needs training: "
+                          "algo.name=none writes no checkpoints to evaluate")
+    if infra.pin_workers and infra.runtime == "serial":
+        raise ConfigError("config key 'infra.pin_workers=true' needs infra.runtime=local: "
+                          "the serial runtime steps every worker in the calling process")
 
 
 def _sections(node: Any, prefix: str = "") -> Any:

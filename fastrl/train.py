@@ -1,6 +1,7 @@
 """python -m fastrl.train [CONFIG.yaml | --resume RUN_DIR] [key=value ...]: train an agent.
 
 With no CONFIG the defaults (CartPole-v1 PPO, the same as configs/cartpole_ppo.yaml) run.
+The run's architecture in short (fastrl.describe's summary) goes to stderr at start-up.
 ``--resume RUN_DIR`` continues a stopped or crashed run from its newest valid checkpoint,
 with the run's config and any overrides given.
 Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad config, env or
@@ -13,12 +14,9 @@ import argparse
 import json
 import sys
 
-from fastrl.checkpoint import CheckpointError
-from fastrl.config import ConfigError, field_docs, load_config
-from fastrl.memory.layout import UnsupportedSpace
+from fastrl.config import field_docs, load_config
+from fastrl.describe import INPUT_ERRORS, config_and_overrides, describe, summary
 from fastrl.memory.segments import SharedMemoryFull
-from fastrl.models.policy import UnsupportedActionSpace
-from fastrl.rollout.envs import EnvError
 from fastrl.supervisor import ChildFailed
 from fastrl.trainer import Trainer
 
@@ -48,12 +46,10 @@ def parse_args(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue this run from its newest valid checkpoint")
     ns = parser.parse_args(argv)
-    args = ns.args
-    if args and "=" not in args[0]:
-        if ns.resume:
-            parser.error("--resume takes the run's own config; give only key=value overrides")
-        return args[0], None, args[1:]
-    return None, ns.resume, args
+    path, overrides = config_and_overrides(ns.args)
+    if path is not None and ns.resume:
+        parser.error("--resume takes the run's own config; give only key=value overrides")
+    return path, ns.resume, overrides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         trainer = Trainer.resume(resume, overrides) if resume else \
             Trainer(load_config(path, overrides))
+        print(summary(describe(trainer.plan, run_dir=resume)), file=sys.stderr)
         result = trainer.fit()
-    except (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
-            UnsupportedActionSpace) as e:
+    except INPUT_ERRORS as e:
         print(f"fastrl.train: error: {e}", file=sys.stderr)
         return 2
     except (ChildFailed, SharedMemoryFull) as e:
@@ -73,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fastrl.train: interrupted; shared memory released", file=sys.stderr)
         return 130
-    summary = {
+    outcome = {
         "run_dir": str(result.run_dir), "global_step": result.global_step,
         "wall_s": round(result.wall_s, 2), "steps_per_sec": round(result.steps_per_sec, 1),
         "eval": result.eval, "stopped_by_signal": result.stopped_by_signal,
         "restarts": result.restarts, "checkpoint": result.checkpoint,
     }
-    (result.run_dir / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    (result.run_dir / "result.json").write_text(json.dumps(outcome, indent=2) + "\n")
+    print(json.dumps(outcome))
     return 0
 
 

@@ -1,0 +1,497 @@
+"""python -m fastrl.describe [CONFIG.yaml] [key=value ...] [--json]: the run's architecture.
+
+Prints the four layers of DESIGN.md (rollout workers, experience buffer, learner, evaluation
+and logging, under the supervisor) filled in with one config's numbers: processes and
+devices, envs, slot and ring sizes, the replay buffer, the weights transport, the shared
+memory in all, and where logs, checkpoints and evaluations go. Nothing is started and no
+memory is allocated: the env is made once to read its spaces, as every run does first.
+A config that :func:`fastrl.config.check_values` rejects exits 2 with the reason, as
+``python -m fastrl.train`` would.
+
+``--json`` prints the same content as one JSON object (exact bytes where the text rounds):
+
+- ``run``: ``env_id``, ``algo``, ``seed``, ``total_steps``, ``runtime`` (local | serial),
+  ``processes``: ``supervisor``, ``learner``, ``workers`` (own processes, 0 under serial),
+  ``checkpoint_eval`` (1 with ``log.eval_on_checkpoint``), ``total``.
+- ``env``: ``id``, ``source`` (``gymnasium.make``, ``env.fn``, ``env.vector_fn`` or
+  ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
+  ``observation_space``, ``action_space``.
+- ``rollout``: ``workers``, ``processes``, ``device`` (cpu), ``torch_threads`` (null:
+  torch's default, under serial),
+  ``envs_per_worker``, ``total_envs``, ``rollout_len``, ``transitions_per_slot``,
+  ``actions`` (how workers choose them), ``policy`` (the network's class).
+- ``buffer``: ``memory`` (``shared`` or ``process``), ``rings``, ``ring_slots``,
+  ``slot_bytes``, ``ring_bytes``, ``rings_bytes``, ``mode`` (``on-policy``, ``off-policy``
+  or ``drain``: algo.name=none releases slots unread), ``batch_size`` (transitions per
+  update; null for drain), ``replay`` (off-policy: ``class``, ``capacity``, ``bytes``,
+  ``n_step``, ``learning_starts``, ``updates_per_step``; null otherwise).
+- ``learner``: ``processes`` (0 under serial), ``device``, ``torch_threads`` (as in
+  ``rollout``), ``algo``,
+  ``policy``, ``num_params``; PPO adds ``num_minibatches`` and ``update_epochs``.
+- ``weights``: ``transport``, ``num_params`` (float32), ``bytes``.
+- ``logging``: ``run_dir``, ``tensorboard`` (its folder, or null), ``console``,
+  ``checkpoints`` (``every_steps``, ``keep``; null when nothing is trained),
+  ``evaluation`` (``every_steps``, ``first_seed``, ``seeds``, ``episodes_per_seed``,
+  ``episodes``, ``device``, ``target_return``; null when nothing is trained),
+  ``eval_on_checkpoint``.
+- ``supervisor``: ``restarts_workers``, ``worker_timeout_s``, ``max_restarts``,
+  ``restart_window_s``, ``learner_timeout_s``.
+- ``shared_memory``: ``segments`` (count), ``by_kind`` (bytes per kind of segment, as
+  ``RunPlan.shm_bytes``; empty under serial), ``total_bytes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from fastrl.checkpoint import CheckpointError
+from fastrl.config import ConfigError, MainConfig, load_config
+from fastrl.envs import BUILTIN_BATCHED
+from fastrl.memory.layout import UnsupportedSpace, storage_of
+from fastrl.models.policy import UnsupportedActionSpace
+from fastrl.plan import RunPlan, plan_run
+from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
+from fastrl.rollout.envs import EnvError, EnvSource, import_string
+
+#: What a bad config, env, space or checkpoint raises: the CLIs exit 2 on these.
+INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
+                UnsupportedActionSpace)
+
+WIDTH = 80  # of the boxes, borders included
+INNER = WIDTH - 4
+STEM = 20  # column of the arrows between the boxes
+SIZE_SPACE = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB)\b")
+
+# --- the report as data --------------------------------------------------------------------
+
+
+def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
+    """The architecture of the run ``plan`` describes, as plain data (see the module doc).
+
+    ``run_dir`` is the run's folder when it exists already (a resumed run); by default the
+    report names it from ``log.run_dir`` and ``log.run_name`` (``<new run>`` when unnamed).
+    """
+    cfg = plan.cfg
+    policy = _class_name(type(plan.policy()))
+    return {
+        "run": {"env_id": cfg.env.id, "algo": cfg.algo.name, "seed": cfg.seed,
+                "total_steps": cfg.algo.total_steps, "runtime": cfg.infra.runtime,
+                "processes": _processes(cfg)},
+        "env": _env_part(plan),
+        "rollout": _rollout_part(cfg, policy),
+        "buffer": _buffer_part(plan),
+        "learner": _learner_part(plan, policy),
+        "weights": {"transport": f"{_memory(cfg)}-memory seqlock",
+                    "num_params": plan.num_params, "bytes": plan.weights_bytes},
+        "logging": _logging_part(plan, run_dir or _new_run_dir(cfg)),
+        "supervisor": _supervisor_part(cfg),
+        "shared_memory": _shared_memory_part(plan),
+    }
+
+
+def _serial(cfg: MainConfig) -> bool:
+    return cfg.infra.runtime == "serial"
+
+
+def _memory(cfg: MainConfig) -> str:
+    """Where rings and weights live: the serial runtime keeps them in its own memory."""
+    return "process" if _serial(cfg) else "shared"
+
+
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _processes(cfg: MainConfig) -> dict[str, int]:
+    """Processes of the run by role (the checkpoint evaluator runs one at a time)."""
+    own = 0 if _serial(cfg) else 1
+    counts = {"supervisor": 1, "learner": own, "workers": own * cfg.infra.num_workers,
+              "checkpoint_eval": int(cfg.log.eval_on_checkpoint)}
+    return {**counts, "total": sum(counts.values())}
+
+
+def _factory_name(ref: Any) -> str:
+    """A factory as an import string where it has one, else its repr."""
+    return ref if isinstance(ref, str) else import_string(ref) or repr(ref)
+
+
+def _env_part(plan: RunPlan) -> dict[str, Any]:
+    env: EnvSource = plan.env
+    if env.vector_env_fn is not None:
+        source, factory = "env.vector_fn", _factory_name(env.vector_env_fn)
+    elif env.env_fn is not None:
+        source, factory = "env.fn", _factory_name(env.env_fn)
+    elif env.batched:
+        source, factory = "built-in batched", _factory_name(BUILTIN_BATCHED[env.env_id])
+    else:
+        source, factory = "gymnasium.make", None
+    return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
+            "observation_space": _space_text(plan.obs_space),
+            "action_space": _space_text(plan.act_space)}
+
+
+def _space_text(space: Any) -> str:
+    """A space in a few words: a Box by shape and dtype (its bounds can be long arrays)."""
+    if isinstance(space, spaces.Box):
+        return f"Box{tuple(space.shape)} {space.dtype}"
+    return str(space)
+
+
+def _actions(cfg: MainConfig) -> str:
+    if cfg.algo.random_actions:
+        return "uniformly random"
+    if cfg.algo.name == "dqn":
+        return "epsilon-greedy (Ape-X epsilons per worker)"
+    if cfg.algo.off_policy:
+        return "policy samples (uniformly random until the first update)"
+    return "policy samples"
+
+
+def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
+    infra = cfg.infra
+    return {"workers": infra.num_workers, "processes": _processes(cfg)["workers"],
+            "device": "cpu", "torch_threads": None if _serial(cfg) else 1,
+            "envs_per_worker": infra.envs_per_worker,
+            "total_envs": cfg.total_envs, "rollout_len": infra.rollout_len,
+            "transitions_per_slot": infra.rollout_len * infra.envs_per_worker,
+            "actions": _actions(cfg), "policy": policy}
+
+
+def replay_nbytes(cfg: MainConfig, obs_space: Any, act_space: Any) -> int:
+    """Bytes the replay buffer of ``cfg`` allocates for these env spaces, computed without
+    allocating: its rows, the per-env n-step tails and, when prioritized, the sum/min tree."""
+    rc = cfg.algo.replay
+    obs_shape, obs_dtype = storage_of(obs_space, "observation")
+    act_shape, act_dtype = storage_of(act_space, "action")
+    obs = int(np.prod(obs_shape, dtype=np.int64)) * obs_dtype.itemsize
+    act = int(np.prod(act_shape, dtype=np.int64)) * act_dtype.itemsize
+    # rows: obs, next_obs, action; reward, done, discount (float32); stamp (int64)
+    rows = rc.capacity * (2 * obs + act + 3 * 4 + 8)
+    # tails: n_step - 1 steps of obs, next_obs, action, reward (float32) and three flags per
+    # env, plus each env's bootstrap obs and seen flag
+    tails = cfg.total_envs * ((rc.n_step - 1) * (2 * obs + act + 4 + 3) + obs + 1)
+    tree = 0
+    if rc.prioritized:  # float64 [sum, min] pairs over 2 * (capacity rounded up to 2**k)
+        tree = 2 * (1 << max(rc.capacity - 1, 0).bit_length()) * 2 * 8
+    return rows + tails + tree
+
+
+def _buffer_part(plan: RunPlan) -> dict[str, Any]:
+    cfg = plan.cfg
+    rc, workers = cfg.algo.replay, cfg.infra.num_workers
+    if cfg.algo.off_policy:
+        mode, batch_size = "off-policy", rc.batch_size
+    else:
+        mode, batch_size = ("on-policy", cfg.batch_size) if plan.trains else ("drain", None)
+    replay = None
+    if cfg.algo.off_policy:
+        cls = PrioritizedReplayBuffer if rc.prioritized else ReplayBuffer
+        replay = {"class": cls.__name__, "capacity": rc.capacity,
+                  "bytes": replay_nbytes(cfg, plan.obs_space, plan.act_space),
+                  "n_step": rc.n_step, "learning_starts": rc.learning_starts,
+                  "updates_per_step": rc.updates_per_step}
+    return {"memory": _memory(cfg), "rings": workers, "ring_slots": cfg.infra.ring_slots,
+            "slot_bytes": plan.layout.nbytes, "ring_bytes": plan.ring_bytes,
+            "rings_bytes": workers * plan.ring_bytes, "mode": mode, "batch_size": batch_size,
+            "replay": replay}
+
+
+def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
+    cfg = plan.cfg
+    part = {"processes": _processes(cfg)["learner"], "device": plan.device,
+            "torch_threads": None if _serial(cfg) else cfg.infra.learner_threads,
+            "algo": cfg.algo.name,
+            "policy": policy, "num_params": plan.num_params}
+    if cfg.algo.name == "ppo":
+        part.update(num_minibatches=cfg.algo.num_minibatches,
+                    update_epochs=cfg.algo.update_epochs)
+    return part
+
+
+def _new_run_dir(cfg: MainConfig) -> str:
+    return f"{cfg.log.run_dir}/{cfg.log.run_name or '<new run>'}"
+
+
+def _logging_part(plan: RunPlan, run_dir: str) -> dict[str, Any]:
+    cfg, log = plan.cfg, plan.cfg.log
+    # algo.name=none only drains the rings: no update, so nothing to evaluate or save
+    checkpoints = {"every_steps": log.checkpoint_every_steps,
+                   "keep": log.keep_checkpoints} if plan.trains else None
+    evaluation = {"every_steps": log.eval_every_steps, "first_seed": log.eval_seed,
+                  "seeds": log.eval_episodes, "episodes_per_seed": log.eval_episodes_per_seed,
+                  "episodes": log.eval_episodes * log.eval_episodes_per_seed,
+                  "device": plan.device,
+                  "target_return": cfg.algo.target_return} if plan.trains else None
+    return {"run_dir": run_dir, "tensorboard": f"{run_dir}/tb" if log.tensorboard else None,
+            "console": log.console, "checkpoints": checkpoints, "evaluation": evaluation,
+            "eval_on_checkpoint": log.eval_on_checkpoint}
+
+
+def _supervisor_part(cfg: MainConfig) -> dict[str, Any]:
+    infra = cfg.infra
+    return {"restarts_workers": not _serial(cfg), "worker_timeout_s": infra.worker_timeout_s,
+            "max_restarts": infra.max_restarts, "restart_window_s": infra.restart_window_s,
+            "learner_timeout_s": infra.learner_timeout_s}
+
+
+def _shared_memory_part(plan: RunPlan) -> dict[str, Any]:
+    if _serial(plan.cfg):
+        return {"segments": 0, "by_kind": {}, "total_bytes": 0}
+    by_kind = plan.shm_bytes()
+    return {"segments": plan.cfg.infra.num_workers + 1, "by_kind": by_kind,
+            "total_bytes": sum(by_kind.values())}
+
+
+# --- the report as text --------------------------------------------------------------------
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes in B, KiB, MiB, GiB or TiB (one decimal above bytes)."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word``, or ``many`` (default ``word + 's'``) when ``n`` is not 1."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def _threads(n: int | None, each: str = "") -> str:
+    """``n`` torch threads, or None where fastrl leaves torch's default (serial runtime)."""
+    return "torch's default threads" if n is None else _plural(n, "torch thread") + each
+
+
+def _process_list(processes: dict[str, int]) -> str:
+    roles = ["supervisor"]
+    if processes["learner"]:
+        roles.append("learner")
+    if processes["workers"]:
+        roles.append(_plural(processes["workers"], "worker"))
+    if processes["checkpoint_eval"]:
+        roles.append("checkpoint evaluator")
+    return ", ".join(roles)
+
+
+def _runtime_line(report: dict[str, Any]) -> str:
+    run = report["run"]
+    processes = run["processes"]
+    if run["runtime"] == "serial":
+        extra = " (+ the checkpoint evaluator)" if processes["checkpoint_eval"] else ""
+        return f"runtime serial: everything runs in the calling process{extra}"
+    return (f"runtime {run['runtime']}: {_plural(processes['total'], 'process', 'processes')} "
+            f"({_process_list(processes)})")
+
+
+def _env_text(env: dict[str, Any]) -> str:
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in env["kwargs"].items())
+    if env["source"] == "gymnasium.make":
+        return f"gymnasium.make({', '.join([repr(env['id'])] + ([kwargs] if kwargs else []))})"
+    return f"{env['source']} {env['factory']}({kwargs}) as {env['id']!r}"
+
+
+def _box(title: str, paths: str, lines: list[str]) -> list[str]:
+    """A layer's box: title and package paths, then the lines wrapped to the box."""
+    body = [f"{title:<27}{paths}"]
+    for line in lines:
+        # a size is not split from its unit: textwrap breaks at ASCII spaces only
+        glued = SIZE_SPACE.sub("\\1\xa0\\2", line)
+        body += [part.replace("\xa0", " ") for part in
+                 textwrap.wrap(glued, INNER - 1, initial_indent=" ", subsequent_indent="   ")]
+    return [f"│ {text:<{INNER}} │" for text in body]
+
+
+def _edge(top: str, bottom: str) -> str:
+    """A horizontal border with the arrow stem's junction at column STEM."""
+    return top + "─" * (STEM - 1) + bottom + "─" * (WIDTH - STEM - 2)
+
+
+def _link(label: str) -> list[str]:
+    """The bottom border of a box, the arrow with its label, the next box's top."""
+    return [_edge("└", "┬") + "┘", " " * STEM + "│ " + label, _edge("┌", "▼") + "┐"]
+
+
+def _rollout_lines(report: dict[str, Any]) -> list[str]:
+    r, serial = report["rollout"], report["run"]["runtime"] == "serial"
+    workers = f"{_plural(r['workers'], 'worker')} stepped in the calling process" if serial \
+        else _plural(r["processes"], "worker process", "worker processes")
+    return [
+        f"{workers} on {r['device'].upper()}, {_threads(r['torch_threads'], ' each')}",
+        f"{r['envs_per_worker']:,} envs each, {r['total_envs']:,} in total: "
+        f"{_env_text(report['env'])}",
+        f"observations {report['env']['observation_space']}, actions "
+        f"{report['env']['action_space']}",
+        f"actions: {r['actions']}, {r['policy']} on a local copy of the weights",
+        f"{r['rollout_len']:,} steps per env per slot: {r['transitions_per_slot']:,} "
+        "transitions a slot",
+    ]
+
+
+def _buffer_lines(report: dict[str, Any]) -> list[str]:
+    b = report["buffer"]
+    lines = [
+        f"{_plural(b['rings'], 'SPSC ring')} (one per worker) in {b['memory']} memory",
+        f"{_plural(b['ring_slots'], 'slot')} of {human_bytes(b['slot_bytes'])} a ring: "
+        f"{human_bytes(b['ring_bytes'])} a ring, {human_bytes(b['rings_bytes'])} in all",
+    ]
+    if b["mode"] == "on-policy":
+        lines.append("on-policy: one slot per worker is one batch of "
+                     f"{b['batch_size']:,} transitions")
+    elif b["mode"] == "off-policy":
+        rp = b["replay"]
+        lines += [f"off-policy: slots feed a {rp['class']} of {rp['capacity']:,} transitions "
+                  f"({human_bytes(rp['bytes'])}, in the learner's memory)",
+                  f"{rp['n_step']}-step returns; learning starts after "
+                  f"{rp['learning_starts']:,}; batch {b['batch_size']:,}, "
+                  f"update-to-data ratio {rp['updates_per_step']:g}"]
+    else:
+        lines.append("algo.name=none: the learner releases every slot unread (no training)")
+    return lines
+
+
+def _learner_lines(report: dict[str, Any]) -> list[str]:
+    lr, w = report["learner"], report["weights"]
+    where = "learner in the calling process" if report["run"]["runtime"] == "serial" else \
+        _plural(lr["processes"], "learner process", "learner processes")
+    lines = [f"{where} on {lr['device']}, {_threads(lr['torch_threads'])}: {lr['algo']}",
+             f"network {lr['policy']}, {lr['num_params']:,} params"]
+    if "num_minibatches" in lr:
+        lines.append(f"batch {report['buffer']['batch_size']:,}: {lr['num_minibatches']} "
+                     f"minibatches x {lr['update_epochs']} epochs")
+    lines.append(f"publishes weights: {w['transport']}, {w['num_params']:,} float32 params "
+                 f"({human_bytes(w['bytes'])})")
+    return lines
+
+
+def _logging_lines(report: dict[str, Any]) -> list[str]:
+    lg = report["logging"]
+    lines = [f"TensorBoard: {lg['tensorboard'] or 'off'}",
+             f"console progress line: {'on' if lg['console'] else 'off'}"]
+    ck, ev = lg["checkpoints"], lg["evaluation"]
+    if ck is None:
+        lines.append("no checkpoints and no evaluation: nothing is trained")
+    else:
+        lines.append(f"checkpoints every {ck['every_steps']:,} steps in "
+                     f"{lg['run_dir']}/checkpoints, newest {ck['keep']} kept")
+        stop = "" if ev["target_return"] is None else \
+            f"; stops at mean return {ev['target_return']:g}"
+        lines.append(f"evaluation every {ev['every_steps']:,} steps: {ev['seeds']} seeds x "
+                     f"{_plural(ev['episodes_per_seed'], 'episode')} from seed "
+                     f"{ev['first_seed']}, in the learner on {ev['device']}{stop}")
+    lines.append("eval-on-checkpoint process: "
+                 + ("on (python -m fastrl.eval harness)" if lg["eval_on_checkpoint"] else "off"))
+    return lines
+
+
+def _supervisor_lines(report: dict[str, Any]) -> list[str]:
+    s, shm = report["supervisor"], report["shared_memory"]
+    head = "supervisor (main process): fastrl/supervisor.py"
+    if not s["restarts_workers"]:
+        return [head, "runs workers and learner in turn in this process; no worker restarts",
+                "no shared-memory segments: rings and weights are in process memory"]
+    workers = report["run"]["processes"]["workers"]
+    return [head,
+            f"spawns the learner and {_plural(workers, 'worker')}; restarts a worker silent "
+            f"{s['worker_timeout_s']:g} s (at most {s['max_restarts']} in "
+            f"{s['restart_window_s']:g} s)",
+            f"owns {_plural(shm['segments'], 'shared-memory segment')}, "
+            f"{human_bytes(shm['total_bytes'])} in all; unlinks them on every exit path"]
+
+
+def render(report: dict[str, Any]) -> str:
+    """The four-layer diagram of DESIGN.md filled in with ``report``'s numbers."""
+    run = report["run"]
+    shared = report["buffer"]["memory"] == "shared"
+    head = [f"fastrl run: {run['env_id']}, {run['algo']} for {run['total_steps']:,} steps, "
+            f"seed {run['seed']}", _runtime_line(report)]
+    to_buffer = "shared memory, lock-free cursors" if shared else \
+        "process memory (serial runtime)"
+    lines = [*head, "┌" + "─" * (WIDTH - 2) + "┐",
+             *_box("ROLLOUT WORKER LAYER", "fastrl/rollout/", _rollout_lines(report)),
+             *_link(to_buffer),
+             *_box("EXPERIENCE BUFFER LAYER", "fastrl/memory/  fastrl/replay/",
+                   _buffer_lines(report)),
+             *_link(f"copied to the learner's device ({report['learner']['device']})"),
+             *_box("LEARNER LAYER", "fastrl/learner/  fastrl/algos/", _learner_lines(report)),
+             *_link("metrics (low rate), checkpoints"),
+             *_box("EVALUATION / LOGGING", "fastrl/logging/  fastrl/checkpoint.py",
+                   _logging_lines(report)),
+             "└" + "─" * (WIDTH - 2) + "┘"]
+    lines += ["  " + text for text in _supervisor_lines(report)]
+    return "\n".join(lines)
+
+
+def summary(report: dict[str, Any]) -> str:
+    """The short form of :func:`render`, five lines, for a run's start-up."""
+    run, r, b = report["run"], report["rollout"], report["buffer"]
+    lr, w, shm, lg = report["learner"], report["weights"], report["shared_memory"], \
+        report["logging"]
+    if b["mode"] == "off-policy":
+        rp = b["replay"]
+        data = (f"{rp['class']} of {rp['capacity']:,} ({human_bytes(rp['bytes'])}), "
+                f"batch {b['batch_size']:,}")
+    elif b["mode"] == "on-policy":
+        data = f"one slot per worker is one batch of {b['batch_size']:,} transitions"
+    else:
+        data = "slots released unread (no training)"
+    memory = "none (serial runtime)" if shm["segments"] == 0 else \
+        f"{_plural(shm['segments'], 'segment')}, {human_bytes(shm['total_bytes'])}"
+    return "\n".join([
+        f"fastrl: {run['env_id']} {run['algo']}, {_runtime_line(report)}",
+        f"  workers: {r['workers']} x {r['envs_per_worker']} envs on CPU = {r['total_envs']} "
+        f"envs, {r['rollout_len']} steps a slot ({human_bytes(b['slot_bytes'])})",
+        f"  buffer: {b['rings']} rings x {b['ring_slots']} slots in {b['memory']} memory; "
+        f"{data}",
+        f"  learner: {lr['policy'].rsplit('.', 1)[-1]} on {lr['device']}, "
+        f"{lr['num_params']:,} params; weights via {w['transport']} "
+        f"({human_bytes(w['bytes'])})",
+        f"  shared memory: {memory}; TensorBoard: {lg['tensorboard'] or 'off'}",
+    ])
+
+
+# --- command line --------------------------------------------------------------------------
+
+
+def config_and_overrides(args: list[str]) -> tuple[str | None, list[str]]:
+    """Split CLI arguments into an optional leading config path and ``key=value``
+    overrides."""
+    if args and "=" not in args[0]:
+        return args[0], list(args[1:])
+    return None, list(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns the exit status (0, or 2 for a config that is rejected)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fastrl.describe", description=__doc__.split("\n")[0],
+        epilog="example: python -m fastrl.describe configs/cartpole_dqn.yaml "
+               "infra.num_workers=4 --json")
+    parser.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE",
+                        help="a YAML config file first (optional), then key=value overrides")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    path, overrides = config_and_overrides(ns.args)
+    try:
+        report = describe(plan_run(load_config(path, overrides)))
+    except INPUT_ERRORS as e:
+        print(f"fastrl.describe: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if ns.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
