@@ -305,7 +305,7 @@ def _env_text(env: dict[str, Any]) -> str:
 
 def _box(title: str, paths: str, lines: list[str]) -> list[str]:
     """A layer's box: title and package paths, then the lines wrapped to the box."""
-    body = [f"{title:<27}{paths}"]
+    body = [f"{title:<28}{paths}"]
     for line in lines:
         # a size is not split from its unit: textwrap breaks at ASCII spaces only
         glued = SIZE_SPACE.sub("\\1\xa0\\2", line)
@@ -427,7 +427,7 @@ def render(report: dict[str, Any]) -> str:
              *_link(f"copied to the learner's device ({report['learner']['device']})"),
              *_box("LEARNER LAYER", "fastrl/learner/  fastrl/algos/", _learner_lines(report)),
              *_link("metrics (low rate), checkpoints"),
-             *_box("EVALUATION / LOGGING", "fastrl/logging/  fastrl/checkpoint.py",
+             *_box("EVALUATION / LOGGING LAYER", "fastrl/logging/  fastrl/checkpoint.py",
                    _logging_lines(report)),
              "└" + "─" * (WIDTH - 2) + "┘"]
     lines += ["  " + text for text in _supervisor_lines(report)]
