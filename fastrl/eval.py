@@ -4,7 +4,8 @@ Each path is a checkpoint folder or a run directory (its newest valid checkpoint
 checkpoint plays the same fixed seed suite (the first one's ``log.eval_*`` config, or the
 options below) with its deterministic policy, on the first one's env. One path prints a
 table per seed; several print one comparison row per checkpoint. ``--json`` prints the
-full result as JSON instead, ``--out FILE`` writes it to FILE as well.
+result as JSON instead, ``--out FILE`` writes it to FILE as well: for one checkpoint
+:func:`checkpoint_report`'s document, for several :func:`evaluate_checkpoints`'s.
 Exit status: 0 done, 2 a bad path, a corrupt checkpoint, checkpoints of different envs or a
 bad option, 130 Ctrl-C.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +24,25 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from fastrl.checkpoint import CheckpointError, write_atomically
+from fastrl.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    LoadedPolicy,
+    find_checkpoint,
+    load_policy,
+    write_atomically,
+)
 from fastrl.config import ConfigError
-from fastrl.evaluation import DEVICES, SUITE_FIELDS, EvalError, evaluate_checkpoints
+from fastrl.evaluation import SUITE_FIELDS, EvalError, SeedSuite, evaluate_episodes
 from fastrl.memory.layout import UnsupportedSpace
 from fastrl.models.policy import UnsupportedActionSpace
-from fastrl.rollout.envs import EnvError
+from fastrl.plan import resolve_device
+from fastrl.rollout.envs import EnvError, EnvSource
 
+DEVICES = ("cpu", "cuda", "auto")
+# What must match for two checkpoints to be evaluated on one env: manifest key, its name.
+SAME_ENV_KEYS = (("env_id", "env.id"), ("observation_space", "observation space"),
+                 ("action_space", "action space"))
 USER_ERRORS = (CheckpointError, EvalError, ConfigError, EnvError, UnsupportedSpace,
                UnsupportedActionSpace)
 PIPED_WIDTH = 240
@@ -38,6 +53,89 @@ SUITE_HELP = {
                          "after its own reset (default: log.eval_episodes_per_seed)",
     "max_steps": "step cap of an episode (default: log.eval_max_steps)",
 }
+
+
+def eval_device(requested: str) -> str:
+    """``cpu``, ``cuda`` (must exist) or ``auto`` (``cuda`` when torch sees a GPU)."""
+    if requested not in DEVICES:
+        raise EvalError(f"device {requested!r}: expected one of {', '.join(DEVICES)}")
+    try:
+        return resolve_device(requested)
+    except ConfigError:
+        raise EvalError("device 'cuda': CUDA is not available here; use cpu or auto") from None
+
+
+def check_comparable(checkpoints: Sequence[Checkpoint]) -> None:
+    """Refuse checkpoints whose env id or spaces differ from the first one's."""
+    first = checkpoints[0]
+    for other in checkpoints[1:]:
+        for key, what in SAME_ENV_KEYS:
+            if other.manifest[key] != first.manifest[key]:
+                raise EvalError(
+                    f"cannot compare {other.path} with {first.path}: its {what} is "
+                    f"{other.manifest[key]!r}, the first's is {first.manifest[key]!r}; "
+                    "compare checkpoints of the same env")
+
+
+def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
+                    device: str = "cpu") -> dict[str, Any]:
+    """One checkpoint's result on ``suite``: ``checkpoint`` (its folder), ``global_step``,
+    ``algo``, ``summary`` (flat floats, :func:`~fastrl.evaluation.summarize`) and
+    ``per_seed`` (:meth:`~fastrl.evaluation.Episodes.per_seed`)."""
+    if loaded.normalizer is not None:
+        # fastrl writes no normaliser yet; evaluating raw observations would misjudge a
+        # policy trained on normalised ones, so refuse rather than guess its format.
+        raise EvalError(f"{loaded.checkpoint.path}: it holds observation normalisation "
+                        "constants, which this fastrl cannot apply; evaluate it with the "
+                        "fastrl version that wrote it")
+    episodes = evaluate_episodes(loaded.policy.to(device), env, suite.seeds, device,
+                                 suite.max_steps, episodes_per_seed=suite.episodes_per_seed)
+    return {"checkpoint": str(loaded.checkpoint.path),
+            "global_step": loaded.checkpoint.global_step, "algo": loaded.config.algo.name,
+            "summary": episodes.summary(), "per_seed": episodes.per_seed()}
+
+
+def evaluate_checkpoints(paths: Sequence[str | Path],
+                         overrides: Mapping[str, int | None] | None = None,
+                         device: str = "cpu") -> dict[str, Any]:
+    """Evaluate checkpoints (folders, or run directories: their newest valid checkpoint) on
+    one seed suite and one env, both the first checkpoint's (``overrides``: SeedSuite
+    fields to change; None leaves one as it is).
+
+    Every checkpoint is verified and their envs compared before any is evaluated. Returns
+    ``{"env_id", "suite": SeedSuite fields, "device", "checkpoints": [result, ...]}`` with
+    one :func:`evaluate_loaded` result per path, in order.
+    """
+    if not paths:
+        raise EvalError("no checkpoint to evaluate: give a checkpoint folder or run directory")
+    checkpoints = [find_checkpoint(p) for p in paths]
+    check_comparable(checkpoints)
+    device = eval_device(device)
+    loaded = [load_policy(c.path) for c in checkpoints]
+    changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+    suite = replace(SeedSuite.of(loaded[0].config.log), **changes)
+    env = loaded[0].plan.env
+    return {"env_id": env.env_id, "suite": asdict(suite), "device": device,
+            "checkpoints": [evaluate_loaded(one, env, suite, device) for one in loaded]}
+
+
+def checkpoint_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The document of a one-checkpoint :func:`evaluate_checkpoints` report: its
+    ``env_id``, ``suite`` and ``device`` beside that checkpoint's result fields."""
+    (result,) = report["checkpoints"]
+    return {**{k: v for k, v in report.items() if k != "checkpoints"}, **result}
+
+
+def evaluate_checkpoint_to(checkpoint: str, out_path: str) -> None:
+    """Evaluate one checkpoint on its config's seed suite, on the CPU with one torch thread,
+    and write its :func:`checkpoint_report` as JSON to ``out_path`` atomically.
+
+    Picklable: the target of the ``spawn`` process that evaluates a checkpoint written
+    during training (``log.eval_on_checkpoint``), beside the learner and workers.
+    """
+    torch.set_num_threads(1)  # beside the learner and workers, on their cores
+    report = checkpoint_report(evaluate_checkpoints([checkpoint]))
+    write_atomically(Path(out_path), (json.dumps(report, indent=2) + "\n").encode())
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -89,16 +187,16 @@ def suite_title(report: dict[str, Any]) -> str:
 
 
 def per_seed_table(report: dict[str, Any]) -> Table:
-    """One checkpoint's statistics per seed, then over all its episodes."""
-    result = report["checkpoints"][0]
-    table = Table(title=f"{result['checkpoint']} (step {result['global_step']:,})\n"
+    """One checkpoint's statistics per seed, then over all its episodes
+    (``report``: a :func:`checkpoint_report`)."""
+    table = Table(title=f"{report['checkpoint']} (step {report['global_step']:,})\n"
                         f"{suite_title(report)}")
     table.add_column("seed", justify="right")
     _stat_columns(table)
-    for entry in result["per_seed"]:
+    for entry in report["per_seed"]:
         table.add_row(str(entry["seed"]), *_stat_cells(entry))
     table.add_section()
-    table.add_row("all", *_stat_cells(result["overall"]))
+    table.add_row("all", *_stat_cells(report["summary"]))
     return table
 
 
@@ -110,8 +208,16 @@ def comparison_table(report: dict[str, Any]) -> Table:
     _stat_columns(table, lengths=False)
     for result in report["checkpoints"]:
         table.add_row(result["checkpoint"], f"{result['global_step']:,}",
-                      *_stat_cells(result["overall"], lengths=False))
+                      *_stat_cells(result["summary"], lengths=False))
     return table
+
+
+def print_tables(report: dict[str, Any]) -> None:
+    """A comparison table for several checkpoints, a per-seed table for one."""
+    # Piped output has no width to fit: let the table take its natural width.
+    console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    console.print(comparison_table(report) if "checkpoints" in report else
+                  per_seed_table(report))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fastrl.eval: interrupted", file=sys.stderr)
         return 130
+    if len(report["checkpoints"]) == 1:
+        report = checkpoint_report(report)
     text = json.dumps(report, indent=2)
     if ns.out:
         try:
@@ -139,10 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.json:
         print(text)
     else:
-        many = len(report["checkpoints"]) > 1
-        # Piped output has no width to fit: let the table take its natural width.
-        console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
-        console.print(comparison_table(report) if many else per_seed_table(report))
+        print_tables(report)
     return 0
 
 

@@ -7,38 +7,25 @@ the greedy Q action: never an exploration draw). Episode 0 of a seed starts from
 the step that ends episode k - 1 (no new seed), so a suite is one deterministic sequence
 per seed. All the suite's envs step together, one batched forward per step.
 
-:func:`evaluate` returns the flat summary the learner logs (``eval/*``);
-:func:`evaluate_episodes` every episode, per seed; :func:`evaluate_checkpoints` evaluates
-checkpoints on one suite for ``python -m fastrl.eval``; :func:`evaluate_checkpoint_to` is
-what a separate process runs to evaluate a checkpoint written during training.
+:func:`evaluate` returns the flat summary the learner logs (``eval/*``),
+:func:`evaluate_episodes` every episode, per seed. Checkpoints are evaluated on a
+:class:`SeedSuite` by :mod:`fastrl.eval`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from fastrl.checkpoint import (
-    Checkpoint,
-    LoadedPolicy,
-    find_checkpoint,
-    load_policy,
-    write_atomically,
-)
-from fastrl.config import ConfigError, LogConfig
+from fastrl.config import LogConfig
 from fastrl.memory.wait import Stopped
-from fastrl.plan import resolve_device
-from fastrl.process import become_child
 from fastrl.rollout.envs import EnvSource
 
-DEVICES = ("cpu", "cuda", "auto")
 # SeedSuite field: (least value accepted, its python -m fastrl.eval flag, its config key)
 SUITE_FIELDS = {
     "first_seed": (0, "--first-seed", "log.eval_seed"),
@@ -46,9 +33,6 @@ SUITE_FIELDS = {
     "episodes_per_seed": (1, "--episodes-per-seed", "log.eval_episodes_per_seed"),
     "max_steps": (1, "--max-steps", "log.eval_max_steps"),
 }
-# What must match for two checkpoints to be evaluated on one env: manifest key, its name.
-SAME_ENV_KEYS = (("env_id", "env.id"), ("observation_space", "observation space"),
-                 ("action_space", "action space"))
 
 
 class EvalError(ValueError):
@@ -163,82 +147,3 @@ class SeedSuite:
     def seeds(self) -> list[int]:
         """The env seeds, one per env."""
         return list(range(self.first_seed, self.first_seed + self.num_seeds))
-
-
-def eval_device(requested: str) -> str:
-    """``cpu``, ``cuda`` (must exist) or ``auto`` (``cuda`` when torch sees a GPU)."""
-    if requested not in DEVICES:
-        raise EvalError(f"device {requested!r}: expected one of {', '.join(DEVICES)}")
-    try:
-        return resolve_device(requested)
-    except ConfigError:
-        raise EvalError("device 'cuda': CUDA is not available here; use cpu or auto") from None
-
-
-def check_comparable(checkpoints: Sequence[Checkpoint]) -> None:
-    """Refuse checkpoints whose env id or spaces differ from the first one's."""
-    first = checkpoints[0]
-    for other in checkpoints[1:]:
-        for key, what in SAME_ENV_KEYS:
-            if other.manifest[key] != first.manifest[key]:
-                raise EvalError(
-                    f"cannot compare {other.path} with {first.path}: its {what} is "
-                    f"{other.manifest[key]!r}, the first's is {first.manifest[key]!r}; "
-                    "compare checkpoints of the same env")
-
-
-def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
-                    device: str = "cpu") -> dict[str, Any]:
-    """One checkpoint's result on ``suite``: ``checkpoint`` (its folder), ``global_step``,
-    ``algo``, ``overall`` (:func:`summarize`) and ``per_seed`` (:meth:`Episodes.per_seed`)."""
-    if loaded.normalizer is not None:
-        # fastrl writes no normaliser yet; evaluating raw observations would misjudge a
-        # policy trained on normalised ones, so refuse rather than guess its format.
-        raise EvalError(f"{loaded.checkpoint.path}: it holds observation normalisation "
-                        "constants, which this fastrl cannot apply; evaluate it with the "
-                        "fastrl version that wrote it")
-    episodes = evaluate_episodes(loaded.policy.to(device), env, suite.seeds, device,
-                                 suite.max_steps, episodes_per_seed=suite.episodes_per_seed)
-    return {"checkpoint": str(loaded.checkpoint.path),
-            "global_step": loaded.checkpoint.global_step, "algo": loaded.config.algo.name,
-            "overall": episodes.summary(), "per_seed": episodes.per_seed()}
-
-
-def evaluate_checkpoints(paths: Sequence[str | Path],
-                         overrides: Mapping[str, int | None] | None = None,
-                         device: str = "cpu") -> dict[str, Any]:
-    """Evaluate checkpoints (folders, or run directories: their newest valid checkpoint) on
-    one seed suite and one env, both the first checkpoint's (``overrides``: SeedSuite
-    fields to change; None leaves one as it is).
-
-    Every checkpoint is verified and their envs compared before any is evaluated. Returns
-    ``{"env_id", "suite": SeedSuite fields, "device", "checkpoints": [result, ...]}`` with
-    one :func:`evaluate_loaded` result per path, in order.
-    """
-    if not paths:
-        raise EvalError("no checkpoint to evaluate: give a checkpoint folder or run directory")
-    checkpoints = [find_checkpoint(p) for p in paths]
-    check_comparable(checkpoints)
-    device = eval_device(device)
-    loaded = [load_policy(c.path) for c in checkpoints]
-    changes = {k: v for k, v in (overrides or {}).items() if v is not None}
-    suite = replace(SeedSuite.of(loaded[0].config.log), **changes)
-    env = loaded[0].plan.env
-    return {"env_id": env.env_id, "suite": asdict(suite), "device": device,
-            "checkpoints": [evaluate_loaded(one, env, suite, device) for one in loaded]}
-
-
-def evaluate_checkpoint_to(checkpoint: str, out_path: str, parent_pid: int | None = None) -> None:
-    """Evaluate one checkpoint on its config's seed suite, on the CPU with one torch thread,
-    and write :func:`evaluate_checkpoints`'s JSON to ``out_path`` atomically.
-
-    Meant as the target of a ``spawn`` process started beside a training run. With
-    ``parent_pid`` (the supervisor's pid) it behaves as the run's other children: it ignores
-    SIGINT/SIGTERM (the supervisor stops it with SIGKILL; the file is then simply absent)
-    and dies with the supervisor.
-    """
-    if parent_pid is not None:
-        become_child(parent_pid)
-    torch.set_num_threads(1)  # beside the learner and workers, on their cores
-    report = evaluate_checkpoints([checkpoint])
-    write_atomically(Path(out_path), (json.dumps(report, indent=2) + "\n").encode())

@@ -22,19 +22,18 @@ from conftest import TINY
 from fastrl import Trainer
 from fastrl.checkpoint import MANIFEST, checkpoints_dir, load_policy
 from fastrl.config import load_config
-from fastrl.eval import main
-from fastrl.evaluation import (
-    EvalError,
-    SeedSuite,
-    evaluate,
+from fastrl.eval import (
+    checkpoint_report,
     evaluate_checkpoint_to,
     evaluate_checkpoints,
-    evaluate_episodes,
     evaluate_loaded,
+    main,
 )
+from fastrl.evaluation import EvalError, SeedSuite, evaluate, evaluate_episodes
 from fastrl.memory.segments import leftover_segments
 from fastrl.models.policy import ActorCritic
 from fastrl.rollout.envs import EnvSource
+from fastrl.supervisor import checkpoint_eval_summary
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,10 +44,11 @@ CARTPOLE = EnvSource("CartPole-v1")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A finished 2048-step run with checkpoints at steps 1024, 1536 and 2048."""
+    """A finished run with checkpoints at steps 512, 1024 and 1536 (one worker: fewer
+    processes to start on a 2-core machine)."""
     tmp = tmp_path_factory.mktemp("eval")
     result = Trainer(load_config(None, [
-        *TINY, "algo.total_steps=2048", "algo.target_return=null",
+        *TINY, "infra.num_workers=1", "algo.total_steps=1536", "algo.target_return=null",
         "log.checkpoint_every_steps=512", f"log.run_dir={tmp}"])).fit()
     # This process supervised the run: its segments carry our pid (others' runs may be
     # going on beside this test, so /dev/shm as a whole is no measure).
@@ -78,10 +78,10 @@ def seed_stats(entry: dict) -> dict:
 def test_results_match_a_direct_evaluate_call(run):
     report = evaluate_checkpoints([run], {"num_seeds": 3, "episodes_per_seed": 2})
     (result,) = report["checkpoints"]
-    assert result["checkpoint"] == str(folders(run)[-1]) and result["global_step"] == 2048
+    assert result["checkpoint"] == str(folders(run)[-1]) and result["global_step"] == 1536
     policy = load_policy(run).policy
     seeds = [10_000, 10_001, 10_002]  # log.eval_seed of the run's config, 3 seeds
-    assert result["overall"] == evaluate(policy, CARTPOLE, seeds, episodes_per_seed=2)
+    assert result["summary"] == evaluate(policy, CARTPOLE, seeds, episodes_per_seed=2)
     assert [e["seed"] for e in result["per_seed"]] == seeds
     for entry in result["per_seed"]:
         alone = evaluate_episodes(policy, CARTPOLE, [entry["seed"]], episodes_per_seed=2)
@@ -143,17 +143,16 @@ def test_json_schema(run, tmp_path, capsys):
                  "--out", str(out)]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out.read_text())
-    assert printed.keys() == {"env_id", "suite", "device", "checkpoints"}
+    assert printed.keys() == {"env_id", "suite", "device", "checkpoint", "global_step", "algo",
+                              "summary", "per_seed"}
     assert printed["env_id"] == "CartPole-v1" and printed["device"] == "cpu"
     assert printed["suite"] == {"first_seed": 10_000, "num_seeds": 2, "episodes_per_seed": 2,
                                 "max_steps": 100_000}
-    (result,) = printed["checkpoints"]
-    assert result.keys() == {"checkpoint", "global_step", "algo", "overall", "per_seed"}
-    assert result["algo"] == "ppo"
-    assert result["overall"].keys() == FLAT_KEYS
-    assert all(type(v) is float for v in result["overall"].values())
-    assert result["overall"]["episodes"] == 4.0
-    for entry in result["per_seed"]:
+    assert printed["checkpoint"] == str(folders(run)[-1]) and printed["algo"] == "ppo"
+    assert printed["summary"].keys() == FLAT_KEYS
+    assert all(type(v) is float for v in printed["summary"].values())
+    assert printed["summary"]["episodes"] == 4.0
+    for entry in printed["per_seed"]:
         assert entry.keys() == FLAT_KEYS | {"seed", "returns", "lengths"}
         assert len(entry["returns"]) == len(entry["lengths"]) == 2
         assert entry["return_mean"] == pytest.approx(np.mean(entry["returns"]))
@@ -163,13 +162,15 @@ def test_compares_checkpoints_on_one_suite(run, capsys):
     old, new = folders(run)[0], folders(run)[-1]
     assert main([str(old), str(new), "--seeds", "3", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [r["global_step"] for r in report["checkpoints"]] == [1024, 2048]
+    assert report.keys() == {"env_id", "suite", "device", "checkpoints"}
+    assert [r["global_step"] for r in report["checkpoints"]] == [512, 1536]
     for path, result in zip((old, new), report["checkpoints"]):
-        alone = evaluate_checkpoints([path], {"num_seeds": 3})["checkpoints"][0]
-        assert result == alone
+        alone = checkpoint_report(evaluate_checkpoints([path], {"num_seeds": 3}))
+        assert alone["suite"] == report["suite"]
+        assert result == {key: alone[key] for key in result}
     assert main([str(old), str(new), "--seeds", "3"]) == 0
     table = capsys.readouterr().out
-    assert all(s in table for s in (old.name, new.name, "1,024", "2,048", "return mean"))
+    assert all(s in table for s in (old.name, new.name, "512", "1,536", "return mean"))
 
 
 def test_refuses_checkpoints_of_another_env(run, tmp_path, capsys):
@@ -214,7 +215,7 @@ def test_cli_exit_status_and_message_on_a_bad_path(tmp_path):
 def test_evaluate_checkpoint_to_in_a_spawned_process(run, tmp_path):
     checkpoint, out = folders(run)[0], tmp_path / "evals" / "a.json"
     proc = multiprocessing.get_context("spawn").Process(
-        target=evaluate_checkpoint_to, args=(str(checkpoint), str(out), os.getpid()))
+        target=evaluate_checkpoint_to, args=(str(checkpoint), str(out)))
     proc.start()
     try:
         proc.join(timeout=120)
@@ -224,5 +225,8 @@ def test_evaluate_checkpoint_to_in_a_spawned_process(run, tmp_path):
         proc.join(timeout=10)
     assert [p.name for p in out.parent.iterdir()] == ["a.json"]  # no temporary left
     written = json.loads(out.read_text())
-    assert written == evaluate_checkpoints([checkpoint])
+    assert written == checkpoint_report(evaluate_checkpoints([checkpoint]))
+    assert written["global_step"] == 512 and written["summary"]["episodes"] == 2.0
     assert written["suite"]["num_seeds"] == 2  # the run's log.eval_episodes (TINY)
+    # what the supervisor logs of it (fastrl.supervisor, log.eval_on_checkpoint)
+    assert checkpoint_eval_summary(written) == written["summary"]
