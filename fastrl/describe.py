@@ -56,6 +56,7 @@ from fastrl.checkpoint import CheckpointError
 from fastrl.config import ConfigError, MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.memory.layout import UnsupportedSpace, storage_of
+from fastrl.models.base import PolicyContractError
 from fastrl.models.policy import UnsupportedActionSpace
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
@@ -63,7 +64,7 @@ from fastrl.rollout.envs import EnvError, EnvSource, import_string
 
 #: What a bad config, env, space or checkpoint raises: the CLIs exit 2 on these.
 INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
-                UnsupportedActionSpace)
+                UnsupportedActionSpace, PolicyContractError)
 
 WIDTH = 80  # of the boxes, borders included
 INNER = WIDTH - 4
