@@ -115,6 +115,25 @@ def test_close_stops_a_fit_running_in_another_thread(tmp_path, no_shm_residue):
         trainer.fit()
 
 
+def test_checkpoints_are_evaluated_in_their_own_process(tmp_path, no_shm_residue):
+    rec = Recorder()
+    cfg = config(tmp_path, "algo.total_steps=1536", "log.checkpoint_every_steps=512",
+                 "log.eval_on_checkpoint=true", "log.keep_checkpoints=5")
+    result = Trainer(cfg, callbacks=[rec]).fit()
+    written = [path for _, path in rec.checkpoints]
+    assert len(written) == 3
+    # every checkpoint was evaluated (the last after the learner finished), in order
+    assert sorted(result.checkpoint_evals) == [os.path.basename(p) for p in written]
+    assert [(s, src) for s, _, src in rec.evals if src != "learner"] == \
+        [(s, p) for s, p in rec.checkpoints]
+    for path in written:
+        assert (result.run_dir / "evals" / f"{os.path.basename(path)}.json").is_file()
+    # the final checkpoint holds the final weights: its evaluation is the learner's last one
+    final = result.checkpoint_evals[os.path.basename(result.checkpoint)]
+    assert final["return_mean"] == result.eval["return_mean"]
+    assert [s for s, _ in tb(result.run_dir, "eval_ckpt/return_mean")] == [512, 1024, 1536]
+
+
 def test_unpicklable_env_factory_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(ConfigError, match="env_fn=.*cannot be sent to worker processes"):
         Trainer(config(tmp_path), env_fn=lambda: gym.make("CartPole-v1"))

@@ -16,7 +16,7 @@ import torch
 from fastrl.algos import make_algo
 from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
-from fastrl.evaluation import evaluate
+from fastrl.evaluation import SeedSuite, evaluate
 from fastrl.learner.offpolicy import ReplayFeed, replay_shape
 from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
@@ -250,12 +250,12 @@ class Learner:
 
     def _evaluate(self) -> None:
         log = self.cfg.log
-        seeds = list(range(log.eval_seed, log.eval_seed + log.eval_episodes))
+        suite = SeedSuite.of(log)
         self.policy.eval()
         with self.timer.stage("evaluate"):
-            result = evaluate(self.policy, self.spec.plan.env, seeds, self.device,
-                              log.eval_max_steps, self._should_stop,
-                              episodes_per_seed=log.eval_episodes_per_seed)
+            result = evaluate(self.policy, self.spec.plan.env, suite.seeds, self.device,
+                              suite.max_steps, self._should_stop,
+                              episodes_per_seed=suite.episodes_per_seed)
         self.policy.train()
         self.last_eval, self.eval_step = result, self.global_step
         while self.next_eval <= self.global_step:  # advanced only once the evaluation is done
