@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
+from fastrl.envs.contract import check_env
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
@@ -94,9 +95,11 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     """Probe the env's spaces once and derive everything the processes must agree on.
 
     ``env`` is where the envs come from (default: the config's ``env`` section); ``policy``
-    a user's policy (default: ``algo.policy``, else the built-in network).
+    a user's policy (default: ``algo.policy``, else the built-in network). The env contract
+    and the policy's are checked here, before any process starts.
     """
     env = env or env_source(cfg.env)
+    check_env(env, cfg.seed)
     probe = env.make([cfg.seed])
     obs_space, act_space = probe.observation_space, probe.action_space
     probe.close()

@@ -93,8 +93,9 @@ def test_sigterm_to_the_whole_process_group_is_a_clean_exit(launch, tmp_path):
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
 def test_second_signal_exits_at_once_without_residue(second, launch, tmp_path):
     # Workers stuck in env.step() cannot stop by themselves: only the second signal ends it.
+    # (They hang at step 100: the env contract check before the start steps 64.)
     marker = tmp_path / "stuck"
-    proc = launch(["env.id=scripted_envs:Hang-v0", "env.kwargs.hang_at_step=1",
+    proc = launch(["env.id=scripted_envs:Hang-v0", "env.kwargs.hang_at_step=100",
                    f"env.kwargs.hang_marker={marker}", "infra.worker_timeout_s=600", *ENDLESS])
     wait_file(marker, proc)
     kids = spawned_children(proc)
