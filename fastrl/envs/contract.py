@@ -194,8 +194,9 @@ def _check_reward(env_id: str, where: str, reward: Any) -> None:
         not isinstance(reward, bool) or \
         isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "fiu"
     if not real:
-        raise contract_violation(env_id, where, "the reward", "a real scalar (int, float or "
-                                 "a numpy real scalar; not a bool or an array)", reward)
+        raise contract_violation(env_id, where, "the reward", "a real scalar (a Python or "
+                                 "numpy int or float; not a bool, not an array of values)",
+                                 reward)
     if not math.isfinite(float(reward)):
         raise contract_violation(env_id, where, "the reward", "a finite number", reward)
 
@@ -210,7 +211,8 @@ def _check_info(env_id: str, where: str, info: Any) -> None:
 
 def _check_batched_env(source: EnvSource, seed: int, steps: int) -> None:
     """A user's simulator comes wrapped in a CheckedBatchedEnv, whose every reset and step
-    runs :func:`check_batch_arrays`; this adds the seeding check and the steps."""
+    runs :func:`check_batch_arrays` (fastrl's own simulators are trusted); this adds the
+    seeding check and drives the steps."""
     seeds = [seed, seed + 1]
     with contextlib.closing(source.make(seeds)) as sim:
         first = np.array(sim.reset())  # a copy: the simulator may reuse its arrays
