@@ -49,7 +49,6 @@ import sys
 import textwrap
 from typing import Any
 
-import numpy as np
 from gymnasium import spaces
 
 from fastrl.checkpoint import CheckpointError
@@ -170,19 +169,9 @@ def replay_nbytes(cfg: MainConfig, obs_space: Any, act_space: Any) -> int:
     """Bytes the replay buffer of ``cfg`` allocates for these env spaces, computed without
     allocating: its rows, the per-env n-step tails and, when prioritized, the sum/min tree."""
     rc = cfg.algo.replay
-    obs_shape, obs_dtype = storage_of(obs_space, "observation")
-    act_shape, act_dtype = storage_of(act_space, "action")
-    obs = int(np.prod(obs_shape, dtype=np.int64)) * obs_dtype.itemsize
-    act = int(np.prod(act_shape, dtype=np.int64)) * act_dtype.itemsize
-    # rows: obs, next_obs, action; reward, done, discount (float32); stamp (int64)
-    rows = rc.capacity * (2 * obs + act + 3 * 4 + 8)
-    # tails: n_step - 1 steps of obs, next_obs, action, reward (float32) and three flags per
-    # env, plus each env's bootstrap obs and seen flag
-    tails = cfg.total_envs * ((rc.n_step - 1) * (2 * obs + act + 4 + 3) + obs + 1)
-    tree = 0
-    if rc.prioritized:  # float64 [sum, min] pairs over 2 * (capacity rounded up to 2**k)
-        tree = 2 * (1 << max(rc.capacity - 1, 0).bit_length()) * 2 * 8
-    return rows + tails + tree
+    cls = PrioritizedReplayBuffer if rc.prioritized else ReplayBuffer
+    return cls.nbytes(rc.capacity, *storage_of(obs_space, "observation"),
+                      *storage_of(act_space, "action"), cfg.total_envs, rc.n_step)
 
 
 def _buffer_part(plan: RunPlan) -> dict[str, Any]:

@@ -42,6 +42,34 @@ def _positive_int(name: str, value) -> int:
     return int(value)
 
 
+FieldSpecs = dict[str, tuple[tuple[int, ...], np.dtype]]
+
+
+def row_fields(rows: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype,
+               act_shape: tuple[int, ...], act_dtype: np.dtype) -> FieldSpecs:
+    """Shape and dtype of every stored field for ``rows`` transitions, in :data:`SAMPLED`
+    order."""
+    f32, obs = np.dtype(np.float32), (rows, *obs_shape)
+    return {"obs": (obs, obs_dtype), "action": ((rows, *act_shape), act_dtype),
+            "next_obs": (obs, obs_dtype), "reward": ((rows,), f32), "done": ((rows,), f32),
+            "discount": ((rows,), f32), "stamp": ((rows,), np.dtype(np.int64))}
+
+
+def tail_fields(num_envs: int, n_step: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype,
+                act_shape: tuple[int, ...], act_dtype: np.dtype) -> FieldSpecs:
+    """Shape and dtype of the per-env tails: the last ``n_step - 1`` steps of each env."""
+    te, flag = (num_envs, n_step - 1), np.dtype(np.bool_)
+    return {"obs": ((*te, *obs_shape), obs_dtype), "action": ((*te, *act_shape), act_dtype),
+            "reward": (te, np.dtype(np.float32)), "terminated": (te, flag),
+            "truncated": (te, flag), "next_obs": ((*te, *obs_shape), obs_dtype),
+            "pending": (te, flag), "bootstrap_obs": ((num_envs, *obs_shape), obs_dtype),
+            "seen": ((num_envs,), flag)}
+
+
+def _allocate(fields: FieldSpecs) -> dict[str, np.ndarray]:
+    return {name: np.zeros(shape, dtype) for name, (shape, dtype) in fields.items()}
+
+
 class ReplayBuffer:
     """Uniform replay of n-step transitions built from trajectory slots.
 
@@ -75,23 +103,23 @@ class ReplayBuffer:
     def _zeros(self, rows: int) -> dict[str, np.ndarray]:
         """Zeroed arrays of every stored field for ``rows`` transitions, in :data:`SAMPLED`
         order."""
-        f32, obs = np.float32, (rows, *self.obs_shape)
-        return {"obs": np.zeros(obs, self.obs_dtype),
-                "action": np.zeros((rows, *self.act_shape), self.act_dtype),
-                "next_obs": np.zeros(obs, self.obs_dtype), "reward": np.zeros(rows, f32),
-                "done": np.zeros(rows, f32), "discount": np.zeros(rows, f32),
-                "stamp": np.zeros(rows, np.int64)}
+        return _allocate(row_fields(rows, self.obs_shape, self.obs_dtype, self.act_shape,
+                                    self.act_dtype))
 
     def _zeros_tail(self) -> dict[str, np.ndarray]:
         """Zeroed per-env tails: the last ``n_step - 1`` steps of each env's stream."""
-        te = (self.num_envs, self.n_step - 1)
-        obs = np.zeros((*te, *self.obs_shape), self.obs_dtype)
-        return {"obs": obs, "action": np.zeros((*te, *self.act_shape), self.act_dtype),
-                "reward": np.zeros(te, np.float32), "terminated": np.zeros(te, np.bool_),
-                "truncated": np.zeros(te, np.bool_), "next_obs": np.zeros_like(obs),
-                "pending": np.zeros(te, np.bool_),
-                "bootstrap_obs": np.zeros((self.num_envs, *self.obs_shape), self.obs_dtype),
-                "seen": np.zeros(self.num_envs, np.bool_)}
+        return _allocate(tail_fields(self.num_envs, self.n_step, self.obs_shape,
+                                     self.obs_dtype, self.act_shape, self.act_dtype))
+
+    @classmethod
+    def nbytes(cls, capacity: int, obs_shape: tuple[int, ...], obs_dtype,
+               act_shape: tuple[int, ...], act_dtype, num_envs: int, n_step: int = 1) -> int:
+        """Bytes such a buffer allocates (rows and n-step tails), computed, not allocated."""
+        shapes = (tuple(obs_shape), np.dtype(obs_dtype), tuple(act_shape), np.dtype(act_dtype))
+        fields = {**row_fields(capacity, *shapes), **{
+            f"tail_{k}": v for k, v in tail_fields(num_envs, n_step, *shapes).items()}}
+        return sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                   for shape, dtype in fields.values())
 
     def _tail_words(self, name: str) -> np.ndarray:
         a = self.tail[name]

@@ -15,6 +15,7 @@ from fastrl.replay.sumtree import (
     new_tree,
     pull_range,
     sample_prioritized,
+    tree_shape,
     update_leaves,
 )
 
@@ -41,6 +42,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.alpha, self.eps = float(alpha), float(eps)
         self.max_priority = 1.0
         self._tree = new_tree(self.capacity)
+
+    @classmethod
+    def nbytes(cls, capacity: int, obs_shape: tuple[int, ...], obs_dtype,
+               act_shape: tuple[int, ...], act_dtype, num_envs: int, n_step: int = 1) -> int:
+        """As :meth:`ReplayBuffer.nbytes`, plus the float64 sum/min tree."""
+        rows, pair = tree_shape(capacity)
+        return super().nbytes(capacity, obs_shape, obs_dtype, act_shape, act_dtype, num_envs,
+                              n_step) + rows * pair * 8
 
     def priority_leaves(self) -> np.ndarray:
         """The stored rows' ``priority ** alpha``, in row order (a view of the sum tree's

@@ -28,10 +28,14 @@ from numba import njit
 from fastrl.replay.rows import gather_rows
 
 
+def tree_shape(capacity: int) -> tuple[int, int]:
+    """``(2 * leaves, 2)``: a sum and a min tree over ``capacity`` rounded up to a power of 2."""
+    return 2 * (1 << max(capacity - 1, 0).bit_length()), 2
+
+
 def new_tree(capacity: int) -> np.ndarray:
-    """An empty sum and min tree with room for ``capacity`` leaves (``[2 * leaves, 2]``)."""
-    leaves = 1 << max(capacity - 1, 0).bit_length()
-    tree = np.zeros((2 * leaves, 2))
+    """An empty sum and min tree (float64) with room for ``capacity`` leaves."""
+    tree = np.zeros(tree_shape(capacity))
     tree[:, 1] = np.inf
     return tree
 
