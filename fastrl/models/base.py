@@ -228,16 +228,13 @@ def _construct(cls: type[BasePolicy], algo: AlgoConfig, obs_space: gym.Space,
 def wrap_module(module: nn.Module, algo: AlgoConfig, obs_space: gym.Space,
                 act_space: gym.Space) -> nn.Module:
     """The algorithm's policy around a plain module (see the plain module contract)."""
-    if algo.name == "dqn":
-        policy = QNetwork(obs_space, act_space, [])
-    elif algo.name == "sac":
-        policy = SquashedGaussianActor(obs_space, act_space, [])
-    else:
-        return ModuleActorCritic(module, obs_space, act_space, algo)
-    # The built-in's ``net`` is its whole body (features -> outputs): act, sample, the
+    # The module is the built-in's whole body (features -> outputs): act, sample, the
     # squashing and action_index stay the built-in's.
-    policy.net = module
-    return policy
+    if algo.name == "dqn":
+        return QNetwork(obs_space, act_space, [], body=module)
+    if algo.name == "sac":
+        return SquashedGaussianActor(obs_space, act_space, [], body=module)
+    return ModuleActorCritic(module, obs_space, act_space, algo)
 
 
 # --- contract checks ----------------------------------------------------------------------

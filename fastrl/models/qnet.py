@@ -17,7 +17,7 @@ class QNetwork(nn.Module):
     """
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
-                 dueling: bool = False) -> None:
+                 dueling: bool = False, body: nn.Module | None = None) -> None:
         super().__init__()
         if not isinstance(act_space, spaces.Discrete):
             raise UnsupportedActionSpace(
@@ -29,7 +29,9 @@ class QNetwork(nn.Module):
         self.num_actions = int(act_space.n)
         self.dueling = dueling
         n_out = self.num_actions + (1 if dueling else 0)
-        self.net = mlp(self._features.size, hidden, n_out, 1.0, nn.ReLU)
+        # body: features [B, obs_size] -> [B, n_out]; a user's plain module (models.base)
+        self.net = body if body is not None else \
+            mlp(self._features.size, hidden, n_out, 1.0, nn.ReLU)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values ``[..., num_actions]`` of a batch of observations."""

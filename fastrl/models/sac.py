@@ -29,13 +29,15 @@ class SquashedGaussianActor(nn.Module):
     the Box bounds, log-probabilities corrected for the squashing."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space,
-                 hidden: list[int]) -> None:
+                 hidden: list[int], body: nn.Module | None = None) -> None:
         super().__init__()
         _check_bounded_box(act_space)
         self._features = ObsFeatures(obs_space)
         self.act_shape = tuple(act_space.shape)
         n_act = int(np.prod(act_space.shape))
-        self.net = mlp(self._features.size, hidden, 2 * n_act, 0.01, nn.ReLU)
+        # body: features [B, obs_size] -> [B, 2 * n_act]; a user's plain module (models.base)
+        self.net = body if body is not None else \
+            mlp(self._features.size, hidden, 2 * n_act, 0.01, nn.ReLU)
         low = torch.as_tensor(act_space.low, dtype=torch.float32).flatten()
         high = torch.as_tensor(act_space.high, dtype=torch.float32).flatten()
         self.register_buffer("scale", (high - low) / 2)
@@ -75,7 +77,7 @@ class TwinQ(nn.Module):
     """Two independent ``Q(s, a)`` MLPs (clipped double-Q)."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space,
-                 hidden: list[int]) -> None:
+                 hidden: list[int], body: nn.Module | None = None) -> None:
         super().__init__()
         _check_bounded_box(act_space)
         self._features = ObsFeatures(obs_space)
