@@ -1,0 +1,362 @@
+"""python -m fastrl.export CHECKPOINT_OR_RUN_DIR [--format onnx|torch-export] [--out PATH]:
+write a trained policy as a standalone inference artifact.
+
+The artifact maps a batch of observations (as fastrl stores them: a Box's own dtype, int64
+for Discrete; any batch size) to the policy's deterministic action: ``policy.act(obs,
+deterministic=True)[0]`` (the argmax / mode, ``Discrete.start`` included, as ``act`` returns
+it), cast to the stored action dtype and, for a Box, clipped to the space's bounds. What the
+network does to observations (one-hot, flattening, dtype casts) is part of the graph. fastrl
+has no observation normaliser yet, so there are no normalisation constants to bake in (the
+sidecar says so); a checkpoint that carries some is refused rather than exported without them.
+
+Formats: ``onnx`` (default; ``torch.onnx.export(dynamo=True)``, one ``.onnx`` file, needs the
+``export`` extra) and ``torch-export`` (a ``torch.export`` ExportedProgram saved with
+``torch.export.save``, ``.pt2``). A JSON sidecar ``<artifact>.json`` (written last) describes
+the input, the output, the spaces and the checkpoint it came from. The command then checks the
+artifact's actions against the eager policy's on sampled observations and prints the median
+latency of both at batch 1 and 256 on this machine.
+
+Exit status: 0 exported, 2 a bad path or checkpoint, an unknown format, a missing optional
+dependency, a policy that cannot be traced or an output that cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.distributions import Distribution
+
+import fastrl
+from fastrl.checkpoint import CHECKPOINTS, Checkpoint, LoadedPolicy, load_policy, write_atomically
+from fastrl.describe import INPUT_ERRORS
+from fastrl.memory.layout import storage_of
+from fastrl.models.base import sample_obs
+
+#: Format name -> file suffix of its artifact.
+FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
+INPUT_NAME, OUTPUT_NAME = "obs", "action"
+BATCH = "batch"  # name of the dynamic first dimension of the input and the output
+NEEDS = {"onnx": ("onnx", "onnxscript", "onnxruntime"), "torch-export": ()}
+INSTALL = "install with pip install -c constraints.txt -e '.[export]'"
+EXAMPLE_ROWS = 8  # rows traced; not 0 or 1, which torch.export would specialise the batch to
+LATENCY_BATCHES = (1, 256)
+WARMUP_CALLS = 10
+MATCH_TOL = 1e-5  # float actions of the artifact and the eager policy agree this closely
+
+
+class ExportError(RuntimeError):
+    """A policy that cannot be exported, or an export format whose packages are missing."""
+
+
+class DeterministicAction(nn.Module):
+    """``obs -> action``: ``policy.act(obs, deterministic=True)[0]`` as fastrl stores actions
+    (its dtype; clipped to the bounds of a Box). The module that is exported."""
+
+    def __init__(self, policy: nn.Module, act_space: gym.Space) -> None:
+        super().__init__()
+        self.policy = policy
+        _, dtype = storage_of(act_space, "action")
+        self.dtype = _torch_dtype(dtype)
+        self.clipped = isinstance(act_space, spaces.Box)
+        if self.clipped:
+            self.register_buffer("low", torch.as_tensor(act_space.low, dtype=self.dtype))
+            self.register_buffer("high", torch.as_tensor(act_space.high, dtype=self.dtype))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic actions ``[B, *act_shape]`` of observations ``[B, *obs_shape]``."""
+        action = self.policy.act(obs, deterministic=True)[0].to(self.dtype)
+        return torch.clamp(action, self.low, self.high) if self.clipped else action
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :func:`export_policy` wrote."""
+
+    artifact: Path
+    sidecar: Path  # ``<artifact>.json``
+    metadata: dict[str, Any]  # the sidecar's content
+    module: DeterministicAction  # the eager module that was exported
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype)).dtype
+
+
+def check_format(fmt: str) -> None:
+    """Raise :class:`ExportError` unless ``fmt`` is a format whose packages are installed."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; accepted: {', '.join(FORMATS)}")
+    missing = [name for name in NEEDS[fmt] if not _importable(name)]
+    if missing:
+        raise ExportError(f"--format {fmt} needs {', '.join(NEEDS[fmt])}, and "
+                          f"{', '.join(missing)} is not installed; {INSTALL}")
+
+
+def _importable(name: str) -> bool:
+    try:
+        import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def default_out(ckpt: Checkpoint, fmt: str) -> Path:
+    """``RUN_DIR/exports/policy-step<N><suffix>`` for a checkpoint of a run directory (beside
+    the checkpoint folder for one that lies elsewhere): outside ``checkpoints/``, whose old
+    folders are deleted as new ones are written."""
+    parent = ckpt.path.parent
+    root = parent.parent if parent.name == CHECKPOINTS else parent
+    return root / "exports" / f"policy-step{ckpt.global_step}{FORMATS[fmt]}"
+
+
+def describe_space(space: gym.Space, role: str) -> dict[str, Any]:
+    """A space as JSON: kind, stored shape and dtype, and what bounds its values (Box bounds
+    that are infinite are ``null``)."""
+    shape, dtype = storage_of(space, role)
+    info: dict[str, Any] = {"kind": type(space).__name__, "shape": list(shape),
+                            "dtype": str(dtype)}
+    if isinstance(space, spaces.Discrete):
+        info.update(n=int(space.n), start=int(space.start))
+    elif isinstance(space, spaces.MultiDiscrete):
+        info.update(nvec=space.nvec.tolist(), start=space.start.tolist())
+    elif isinstance(space, spaces.Box):
+        info.update(low=_finite_or_none(space.low), high=_finite_or_none(space.high))
+    return info
+
+
+def _finite_or_none(values: np.ndarray) -> list:
+    return np.where(np.isfinite(values), values.astype(object), None).tolist()
+
+
+def _tensor_spec(name: str, space: gym.Space, role: str) -> dict[str, Any]:
+    shape, dtype = storage_of(space, role)
+    return {"name": name, "shape": [BATCH, *shape], "dtype": str(dtype)}
+
+
+def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str, Any]:
+    """The sidecar of ``loaded``'s policy exported to ``artifact``."""
+    ckpt, plan = loaded.checkpoint, loaded.plan
+    return {
+        "format": fmt,
+        "artifact": artifact.name,
+        "inputs": [_tensor_spec(INPUT_NAME, plan.obs_space, "observation")],
+        "outputs": [_tensor_spec(OUTPUT_NAME, plan.act_space, "action")],
+        "observation_space": describe_space(plan.obs_space, "observation"),
+        "action_space": describe_space(plan.act_space, "action"),
+        "action": ("policy.act(obs, deterministic=True)[0]"
+                   + (", clipped to the Box bounds" if isinstance(plan.act_space, spaces.Box)
+                      else "")),
+        "normalizer_baked_in": False,  # fastrl has no observation normaliser yet
+        "policy_class": type(loaded.policy).__qualname__,
+        "algo": loaded.config.algo.name,
+        "env_id": ckpt.manifest.get("env_id", loaded.config.env.id),
+        "checkpoint": str(ckpt.path.resolve()),
+        "global_step": ckpt.global_step,
+        "config_hash": ckpt.manifest.get("config_hash"),
+        "fastrl_version": fastrl.__version__,
+        "torch_version": torch.__version__,
+    }
+
+
+@contextmanager
+def _tracing() -> Iterator[None]:
+    """What tracing a policy needs, undone afterwards.
+
+    torch.distributions validates its arguments with a data-dependent branch (``if not
+    valid.all(): raise``) that torch.export cannot trace, and the built-in actor-critic (and
+    user policies) build a Categorical or Normal inside ``act``; validation is off while
+    tracing (the exported graph would not check either way). The ONNX exporter's notes on
+    torchvision and torch's own deprecation warnings are not the user's business.
+    """
+    validate = Distribution._validate_args  # no public getter; restored as it was
+    onnx_log = logging.getLogger("torch.onnx")
+    level = onnx_log.level
+    Distribution.set_default_validate_args(False)
+    onnx_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        Distribution.set_default_validate_args(validate)
+        onnx_log.setLevel(level)
+
+
+def write_artifact(module: DeterministicAction, example: torch.Tensor, fmt: str,
+                   out: Path) -> None:
+    """Trace ``module`` on ``example`` (batch dimension dynamic) and write it to ``out``."""
+    dynamic = {INPUT_NAME: {0: torch.export.Dim(BATCH)}}
+    module.eval()
+    try:
+        with _tracing():
+            if fmt == "onnx":
+                torch.onnx.export(module, (example,), out, dynamo=True, external_data=False,
+                                  dynamic_shapes=dynamic, input_names=[INPUT_NAME],
+                                  output_names=[OUTPUT_NAME], verbose=False)
+            else:
+                torch.export.save(torch.export.export(module, (example,),
+                                                      dynamic_shapes=dynamic), out)
+    except OSError:  # the output cannot be written: not the policy's fault
+        raise
+    except Exception as e:  # the tracers raise from a wide hierarchy; the cause is what counts
+        cause = e.__cause__ or e
+        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+        raise ExportError(
+            f"{type(module.policy).__qualname__}.act(obs, deterministic=True) cannot be "
+            f"exported to {fmt}: {type(cause).__name__}: {first}") from e
+
+
+def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
+                  out: Path | str | None = None) -> Exported:
+    """Write ``loaded``'s deterministic policy as ``fmt`` to ``out`` (default:
+    :func:`default_out`) and its JSON sidecar to ``<out>.json``."""
+    check_format(fmt)
+    if loaded.normalizer is not None:
+        raise ExportError(f"{loaded.checkpoint.path} holds observation normalisation "
+                          "constants, which this fastrl cannot bake into an export")
+    artifact = Path(out) if out is not None else default_out(loaded.checkpoint, fmt)
+    artifact.parent.mkdir(parents=True, exist_ok=True)
+    module = DeterministicAction(loaded.policy, loaded.plan.act_space)
+    write_artifact(module, sample_obs(loaded.plan.obs_space, EXAMPLE_ROWS), fmt, artifact)
+    metadata = sidecar_metadata(loaded, fmt, artifact)
+    sidecar = artifact.with_name(artifact.name + ".json")
+    write_atomically(sidecar, (json.dumps(metadata, indent=2) + "\n").encode())
+    return Exported(artifact, sidecar, metadata, module)
+
+
+Runner = Callable[[np.ndarray], np.ndarray]
+
+
+def torch_runner(module: nn.Module) -> Runner:
+    """Call a torch module on numpy observations, returning numpy actions."""
+    def run(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module(torch.from_numpy(obs)).numpy()
+    return run
+
+
+def load_artifact(artifact: Path | str, fmt: str, threads: int | None = None) -> Runner:
+    """The exported policy as a function of numpy observations: an onnxruntime session
+    (``threads`` intra-op threads, default torch's count) or the ExportedProgram's module."""
+    check_format(fmt)
+    if fmt == "torch-export":
+        return torch_runner(torch.export.load(artifact).module())
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    session = onnxruntime.InferenceSession(str(artifact), options,
+                                           providers=["CPUExecutionProvider"])
+    return lambda obs: session.run([OUTPUT_NAME], {INPUT_NAME: obs})[0]
+
+
+def median_latency_s(run: Runner, obs: np.ndarray, calls: int) -> float:
+    """Median wall time of ``calls`` calls of ``run(obs)``, after a few unmeasured ones."""
+    for _ in range(WARMUP_CALLS):
+        run(obs)
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        run(obs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matching_actions(exported: np.ndarray, eager: np.ndarray) -> int:
+    """Rows of two action batches that agree (exactly for integers, within
+    :data:`MATCH_TOL` for floats)."""
+    close = np.isclose(exported, eager, rtol=MATCH_TOL, atol=MATCH_TOL)
+    return int(close.reshape(len(close), -1).all(axis=1).sum())
+
+
+def compare(exported: Runner, eager: Runner, obs_space: gym.Space,
+            calls: int) -> tuple[int, list[dict[str, float]]]:
+    """Rows of a sampled batch of the largest latency batch on which the two agree, and per
+    batch size the median latency of each and their ratio (eager / exported)."""
+    batches = {n: sample_obs(obs_space, n).numpy() for n in LATENCY_BATCHES}
+    largest = batches[max(LATENCY_BATCHES)]
+    agree = matching_actions(exported(largest), eager(largest))
+    rows = []
+    for n, obs in batches.items():
+        ours, theirs = median_latency_s(exported, obs, calls), median_latency_s(eager, obs, calls)
+        rows.append({"batch": n, "exported_s": ours, "eager_s": theirs, "ratio": theirs / ours})
+    return agree, rows
+
+
+def latency_text(fmt: str, rows: list[dict[str, float]], calls: int, threads: int) -> str:
+    """The latency table printed by the CLI."""
+    runtime = "onnxruntime" if fmt == "onnx" else "torch.export"
+    lines = [f"latency on this machine, median of {calls} calls, {threads} thread(s) each:",
+             f"  {'batch':>5}  {runtime:>14}  {'eager torch':>14}  {'eager/exported':>14}"]
+    lines += [f"  {r['batch']:>5}  {r['exported_s'] * 1e3:>11.4f} ms  "
+              f"{r['eager_s'] * 1e3:>11.4f} ms  {r['ratio']:>13.2f}x" for r in rows]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The CLI's options."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fastrl.export", description=__doc__.split("\n\n")[0],
+        epilog="example: python -m fastrl.export runs/CartPole-v1_ppo_s1_20261202-120000 "
+               "--format onnx --out cartpole.onnx",
+    )
+    parser.add_argument("path", metavar="CHECKPOINT_OR_RUN_DIR",
+                        help="a checkpoint folder, or a run directory (its newest valid one)")
+    parser.add_argument("--format", default="onnx", choices=list(FORMATS),
+                        help="artifact format (default: onnx)")
+    parser.add_argument("--out", metavar="PATH", help="artifact path (default: "
+                        "RUN_DIR/exports/policy-step<N>.onnx or .pt2); sidecar: PATH.json")
+    parser.add_argument("--repeats", type=int, default=200, metavar="N",
+                        help="timed calls per latency figure (default: 200)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), metavar="N",
+                        help="torch and onnxruntime threads while timing (default: torch's, "
+                             f"{torch.get_num_threads()} here)")
+    ns = parser.parse_args(argv)
+    for name in ("repeats", "threads"):
+        if getattr(ns, name) < 1:
+            parser.error(f"argument --{name}: must be >= 1, got {getattr(ns, name)}")
+    return ns
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns the exit status."""
+    ns = parse_args(sys.argv[1:] if argv is None else argv)
+    torch.set_num_threads(ns.threads)
+    try:
+        check_format(ns.format)  # before the slow part: loading and tracing
+        loaded = load_policy(ns.path)
+        done = export_policy(loaded, ns.format, ns.out)
+        exported = load_artifact(done.artifact, ns.format, ns.threads)
+    except (*INPUT_ERRORS, ExportError, OSError) as e:
+        print(f"fastrl.export: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {done.artifact} ({ns.format}, {os.path.getsize(done.artifact):,} bytes) "
+          f"and {done.sidecar.name}")
+    agree, rows = compare(exported, torch_runner(done.module), loaded.plan.obs_space,
+                          ns.repeats)
+    n = max(LATENCY_BATCHES)
+    print(f"actions equal to the eager policy's on {agree}/{n} sampled observations")
+    print(latency_text(ns.format, rows, ns.repeats, ns.threads))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
