@@ -186,3 +186,5 @@ gym.register("Hang-v0", entry_point=CountEnv, kwargs={"hang_at_step": 300})
 gym.register("WrongShape-v0", entry_point=WrongShapeEnv)
 gym.register("LateNaNReward-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "nan_reward", "after": 100})
+gym.register("LateWrongShape-v0", entry_point=BreaksContractEnv,
+             kwargs={"breaks": "obs_shape", "after": 100})

@@ -80,12 +80,13 @@ def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residu
 
 
 def test_env_that_breaks_its_contract_is_not_restarted(tmp_path, no_shm_residue):
-    # WrongShape-v0 returns observations of the wrong shape: no restart can fix that.
-    proc = run_train([*TINY, "env.id=scripted_envs:WrongShape-v0", *ENDLESS], tmp_path)
+    # LateWrongShape-v0 passes the check before the start, then returns observations of the
+    # wrong shape from its step 100: no restart can fix that.
+    proc = run_train([*TINY, "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path)
     assert proc.returncode == 1
     assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
-    assert "EnvContractError: env 'scripted_envs:WrongShape-v0' returned an observation of " \
-        "shape (3,)" in proc.stderr
+    assert "EnvContractError: env 'scripted_envs:LateWrongShape-v0' broke the env contract " \
+        "in step(): the observation should be a float32 array of shape (1,)" in proc.stderr
     assert "restart 1" not in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -11,5 +11,6 @@ ROOT = Path(__file__).parents[1]
 
 def test_ruff_clean():
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "fastrl", "tests",
-                           "benchmarks"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "benchmarks", "examples"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -84,7 +84,6 @@ class MetricsLogger:
             self._writer = SummaryWriter(str(run_dir / "tb"),
                                          purge_step=start_step + 1 if start_step else None)
         self._progress = None
-        self._console = cfg.console
         if cfg.console:
             self._progress = Progress(
                 TextColumn("[bold]fastrl"), BarColumn(), TextColumn("{task.completed:,} steps"),
@@ -148,11 +147,14 @@ class MetricsLogger:
                 self._writer.add_scalar(f"custom/{key}", float(value), step)
 
     def timing(self, table: dict[str, dict[str, float]]) -> None:
-        """Print the end-of-run table of time per stage and process (fastrl.timing)."""
+        """Print the end-of-run table of time per stage and process (fastrl.timing) to
+        stderr, with or without the progress line."""
+        if not table:
+            return
         text = "time per stage:\n" + format_table(table)
         if self._progress:
             self._progress.console.print(text, markup=False, highlight=False)
-        elif self._console:
+        else:
             print(text, file=sys.stderr, flush=True)
 
     def event(self, step: int, text: str, detail: str | None = None) -> None:

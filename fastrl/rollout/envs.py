@@ -35,9 +35,13 @@ def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0
 
 
 def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
-    """``gymnasium.make`` with fastrl's config arguments; failures become :class:`EnvError`."""
+    """``gymnasium.make`` with fastrl's config arguments; failures become :class:`EnvError`.
+
+    Gymnasium's own passive checker is off (unless ``kwargs`` asks for it): fastrl's
+    contract checks cover it and word their errors (a bare assertion otherwise comes first).
+    """
     try:
-        return gym.make(env_id, **kwargs)
+        return gym.make(env_id, **{"disable_env_checker": True, **kwargs})
     except (gym.error.Error, ImportError, TypeError) as e:
         raise cannot_make(env_id, kwargs, e) from e
 
