@@ -63,7 +63,8 @@ MATCH_TOL = 1e-5  # float actions of the artifact and the eager policy agree thi
 
 
 class ExportError(RuntimeError):
-    """A policy that cannot be exported, or an export format whose packages are missing."""
+    """A policy that cannot be exported (untraceable ``act``, normalisation constants), an
+    unknown format or one whose packages are not installed."""
 
 
 class DeterministicAction(nn.Module):
@@ -106,8 +107,8 @@ def check_format(fmt: str) -> None:
         raise ExportError(f"unknown export format {fmt!r}; accepted: {', '.join(FORMATS)}")
     missing = [name for name in NEEDS[fmt] if not _importable(name)]
     if missing:
-        raise ExportError(f"--format {fmt} needs {', '.join(NEEDS[fmt])}, and "
-                          f"{', '.join(missing)} is not installed; {INSTALL}")
+        raise ExportError(f"--format {fmt} needs {', '.join(NEEDS[fmt])}; not installed: "
+                          f"{', '.join(missing)}; {INSTALL}")
 
 
 def _importable(name: str) -> bool:

@@ -193,7 +193,7 @@ def test_cli_names_the_missing_package_and_how_to_install_it(runs, monkeypatch, 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
     assert main([str(runs["ppo"]), "--format", "onnx"]) == 2
     err = capsys.readouterr().err
-    assert "onnxruntime is not installed" in err and INSTALL in err
+    assert "not installed: onnxruntime;" in err and INSTALL in err
     assert not (runs["ppo"] / "exports" / "policy-step2048.onnx").exists()
 
 
