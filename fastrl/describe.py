@@ -16,8 +16,8 @@ A config that :func:`fastrl.config.check_values` rejects exits 2 with the reason
 - ``env``: ``id``, ``source`` (``gymnasium.make``, ``env.fn``, ``env.vector_fn`` or
   ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
   ``observation_space``, ``action_space``.
-- ``rollout``: ``workers``, ``processes``, ``device`` (cpu), ``torch_threads`` (null:
-  torch's default, under serial),
+- ``rollout``: ``workers``, ``processes``, ``device`` (cpu), ``torch_threads`` (under
+  serial the process's: infra.learner_threads),
   ``envs_per_worker``, ``total_envs``, ``rollout_len``, ``transitions_per_slot``,
   ``actions`` (how workers choose them), ``policy`` (the network's class).
 - ``buffer``: ``memory`` (``shared`` or ``process``), ``rings``, ``ring_slots``,
@@ -51,19 +51,13 @@ from typing import Any
 
 from gymnasium import spaces
 
-from fastrl.checkpoint import CheckpointError
-from fastrl.config import ConfigError, MainConfig, load_config
+from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
-from fastrl.memory.layout import UnsupportedSpace, storage_of
-from fastrl.models.base import PolicyContractError
-from fastrl.models.policy import UnsupportedActionSpace
+from fastrl.errors import INPUT_ERRORS
+from fastrl.memory.layout import storage_of
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
-from fastrl.rollout.envs import EnvError, EnvSource, import_string
-
-#: What a bad config, env, space or checkpoint raises: the CLIs exit 2 on these.
-INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
-                UnsupportedActionSpace, PolicyContractError)
+from fastrl.rollout.envs import EnvSource, import_string
 
 WIDTH = 80  # of the boxes, borders included
 INNER = WIDTH - 4
@@ -158,7 +152,8 @@ def _actions(cfg: MainConfig) -> str:
 def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
     infra = cfg.infra
     return {"workers": infra.num_workers, "processes": _processes(cfg)["workers"],
-            "device": "cpu", "torch_threads": None if _serial(cfg) else 1,
+            "device": "cpu",
+            "torch_threads": cfg.infra.learner_threads if _serial(cfg) else 1,
             "envs_per_worker": infra.envs_per_worker,
             "total_envs": cfg.total_envs, "rollout_len": infra.rollout_len,
             "transitions_per_slot": infra.rollout_len * infra.envs_per_worker,
@@ -197,7 +192,7 @@ def _buffer_part(plan: RunPlan) -> dict[str, Any]:
 def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
     cfg = plan.cfg
     part = {"processes": _processes(cfg)["learner"], "device": plan.device,
-            "torch_threads": None if _serial(cfg) else cfg.infra.learner_threads,
+            "torch_threads": cfg.infra.learner_threads,
             "algo": cfg.algo.name,
             "policy": policy, "num_params": plan.num_params}
     if cfg.algo.name == "ppo":
@@ -260,9 +255,9 @@ def _plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
-def _threads(n: int | None, each: str = "") -> str:
-    """``n`` torch threads, or None where fastrl leaves torch's default (serial runtime)."""
-    return "torch's default threads" if n is None else _plural(n, "torch thread") + each
+def _threads(n: int, each: str = "") -> str:
+    """``n`` torch threads."""
+    return _plural(n, "torch thread") + each
 
 
 def _process_list(processes: dict[str, int]) -> str:

@@ -26,25 +26,22 @@ from rich.table import Table
 
 from fastrl.checkpoint import (
     Checkpoint,
-    CheckpointError,
     LoadedPolicy,
     find_checkpoint,
     load_policy,
     write_atomically,
 )
 from fastrl.config import ConfigError
+from fastrl.errors import INPUT_ERRORS
 from fastrl.evaluation import SUITE_FIELDS, EvalError, SeedSuite, evaluate_episodes
-from fastrl.memory.layout import UnsupportedSpace
-from fastrl.models.policy import UnsupportedActionSpace
 from fastrl.plan import resolve_device
-from fastrl.rollout.envs import EnvError, EnvSource
+from fastrl.rollout.envs import EnvSource
 
 DEVICES = ("cpu", "cuda", "auto")
 # What must match for two checkpoints to be evaluated on one env: manifest key, its name.
 SAME_ENV_KEYS = (("env_id", "env.id"), ("observation_space", "observation space"),
                  ("action_space", "action space"))
-USER_ERRORS = (CheckpointError, EvalError, ConfigError, EnvError, UnsupportedSpace,
-               UnsupportedActionSpace)
+USER_ERRORS = (*INPUT_ERRORS, EvalError)
 PIPED_WIDTH = 240
 SUITE_HELP = {
     "first_seed": "first env seed (default: the config's log.eval_seed)",

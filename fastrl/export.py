@@ -46,7 +46,7 @@ from torch.distributions import Distribution
 
 import fastrl
 from fastrl.checkpoint import CHECKPOINTS, Checkpoint, LoadedPolicy, load_policy, write_atomically
-from fastrl.describe import INPUT_ERRORS
+from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of
 from fastrl.models.base import sample_obs
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import torch
+
 from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.logging.events import RunEvents
 from fastrl.memory.ring import INCARNATION, Ring
@@ -46,9 +48,13 @@ def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedW
             if worker.ready():
                 worker.fill_one()
 
-    learner = Learner(LearnerSpec(plan, [], "", str(run_dir), os.getpid(), resume), events,
-                      rings, weights, produce, timer)
+    # The learner process's torch threads (restored afterwards): torch's default of one per
+    # core oversubscribes a machine that other runs share, and trains slower, not faster.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(plan.cfg.infra.learner_threads)
     try:
+        learner = Learner(LearnerSpec(plan, [], "", str(run_dir), os.getpid(), resume),
+                          events, rings, weights, produce, timer)
         for i, ring in enumerate(rings):
             workers.append(RolloutWorker(
                 WorkerSpec(plan, i, "", "", str(run_dir), os.getpid(), ring.get(INCARNATION),
@@ -57,3 +63,4 @@ def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedW
     finally:
         for worker in workers:
             worker.close()
+        torch.set_num_threads(threads)

@@ -15,7 +15,8 @@ import json
 import sys
 
 from fastrl.config import field_docs, load_config
-from fastrl.describe import INPUT_ERRORS, config_and_overrides, describe, summary
+from fastrl.describe import config_and_overrides, describe, summary
+from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.segments import SharedMemoryFull
 from fastrl.supervisor import ChildFailed
 from fastrl.trainer import Trainer

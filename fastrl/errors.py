@@ -1,0 +1,13 @@
+"""The exceptions that mean bad input: every command-line tool exits 2 on these, with one
+line naming what was wrong, and 1 on a run that failed."""
+
+from fastrl.checkpoint import CheckpointError
+from fastrl.config import ConfigError
+from fastrl.memory.layout import UnsupportedSpace
+from fastrl.models.base import PolicyContractError
+from fastrl.models.policy import UnsupportedActionSpace
+from fastrl.rollout.envs import EnvError
+
+#: A bad config, env, space, policy or checkpoint.
+INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
+                UnsupportedActionSpace, PolicyContractError)
