@@ -75,12 +75,12 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
-from torch.distributions import Categorical, Distribution, Normal
+from torch.distributions import Distribution
 
 from fastrl.config import AlgoConfig
 from fastrl.envs.contract import EnvError
 from fastrl.memory.layout import storage_of
-from fastrl.models.policy import ObsFeatures
+from fastrl.models.policy import ObsFeatures, PolicyHead
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor
 from fastrl.rollout.envs import load_factory
@@ -124,7 +124,7 @@ class BasePolicy(nn.Module):
         return action.long() - int(self.act_space.start)
 
 
-class ModuleActorCritic(BasePolicy):
+class ModuleActorCritic(PolicyHead, BasePolicy):
     """PPO's policy around a plain module ``features -> (head, value)``: Categorical over the
     head's logits for Discrete actions, Normal around the head's mean with a learned
     state-independent log-std for Box actions."""
@@ -134,39 +134,23 @@ class ModuleActorCritic(BasePolicy):
         super().__init__(obs_space, act_space, algo_config)
         self.body = module
         self.continuous = isinstance(act_space, spaces.Box)
+        self._act_start = 0 if self.continuous else int(act_space.start)
         if self.continuous:
             self.log_std = nn.Parameter(torch.zeros(int(np.prod(self.act_shape))))
 
     def _dist_value(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
         head, value = self.body(self.obs_features(obs))
-        dist = Normal(head, self.log_std.exp()) if self.continuous else Categorical(logits=head)
-        return dist, value.reshape(head.shape[:-1])  # [B, 1] or [B] -> [B]
-
-    def _log_prob_entropy(self, dist: Distribution, flat: torch.Tensor):
-        if self.continuous:
-            return dist.log_prob(flat).sum(-1), dist.entropy().sum(-1)
-        return dist.log_prob(flat), dist.entropy()
+        return self._dist(head), value.reshape(head.shape[:-1])  # [B, 1] or [B] -> [B]
 
     def act(self, obs: torch.Tensor, deterministic: bool = False):
         """``(action, log_prob, value)``; ``deterministic`` takes the mode."""
         dist, value = self._dist_value(obs)
-        if deterministic:
-            flat = dist.mean if self.continuous else dist.probs.argmax(-1)
-        else:
-            flat = dist.sample()
-        log_prob, _ = self._log_prob_entropy(dist, flat)
-        if self.continuous:
-            return flat.reshape(*flat.shape[:-1], *self.act_shape), log_prob, value
-        return flat + int(self.act_space.start), log_prob, value
+        return (*self._choose(dist, deterministic), value)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""
         dist, value = self._dist_value(obs)
-        if self.continuous:
-            flat = action.reshape(*action.shape[: action.dim() - len(self.act_shape)], -1)
-        else:
-            flat = self.action_index(action)
-        return (*self._log_prob_entropy(dist, flat), value)
+        return (*self._log_prob_entropy(dist, self._flat_action(action)), value)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``[B]``."""

@@ -50,7 +50,46 @@ class ObsFeatures(nn.Module):
         return obs.reshape(*batch, -1).float()
 
 
-class ActorCritic(nn.Module):
+class PolicyHead:
+    """An actor-critic's action distribution over its network's head: Categorical over
+    logits for Discrete actions (``Discrete.start`` offset in ``_act_start``), diagonal
+    Gaussian around the head with the state-independent ``log_std`` for Box actions
+    (``act_shape``). Shared by :class:`ActorCritic` and the plain-module wrapper of
+    fastrl.models.base."""
+
+    continuous: bool
+    act_shape: tuple[int, ...]
+    _act_start: int
+
+    def _dist(self, head: torch.Tensor) -> Distribution:
+        if self.continuous:
+            return Normal(head, self.log_std.exp())
+        return Categorical(logits=head)
+
+    def _log_prob_entropy(self, dist: Distribution, flat_action: torch.Tensor):
+        if self.continuous:
+            return dist.log_prob(flat_action).sum(-1), dist.entropy().sum(-1)
+        return dist.log_prob(flat_action), dist.entropy()
+
+    def _choose(self, dist: Distribution, deterministic: bool):
+        """``(action, log_prob)``: the mode (argmax / mean) or a sample, as stored."""
+        if deterministic:
+            flat = dist.mean if self.continuous else dist.probs.argmax(-1)
+        else:
+            flat = dist.sample()
+        log_prob, _ = self._log_prob_entropy(dist, flat)
+        if self.continuous:
+            return flat.reshape(*flat.shape[:-1], *self.act_shape), log_prob
+        return flat + self._act_start, log_prob
+
+    def _flat_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Stored actions as the distribution's values (flat Box vectors, class indices)."""
+        if self.continuous:
+            return action.reshape(*action.shape[:action.dim() - len(self.act_shape)], -1)
+        return action.long() - self._act_start
+
+
+class ActorCritic(PolicyHead, nn.Module):
     """Separate actor and critic MLPs; Categorical head for Discrete, diagonal Gaussian
     (state-independent std) for Box. Inputs are observations as the ring stores them,
     with any number of leading batch dimensions."""
@@ -76,17 +115,6 @@ class ActorCritic(nn.Module):
         self.actor = mlp(n_obs, hidden, n_out, 0.01)
         self.critic = mlp(n_obs, hidden, 1, 1.0)
 
-    def _dist(self, x: torch.Tensor) -> Distribution:
-        out = self.actor(x)
-        if self.continuous:
-            return Normal(out, self.log_std.exp())
-        return Categorical(logits=out)
-
-    def _log_prob_entropy(self, dist: Distribution, flat_action: torch.Tensor):
-        if self.continuous:
-            return dist.log_prob(flat_action).sum(-1), dist.entropy().sum(-1)
-        return dist.log_prob(flat_action), dist.entropy()
-
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values of a batch of observations."""
         return self.critic(self._features(obs)).squeeze(-1)
@@ -98,26 +126,14 @@ class ActorCritic(nn.Module):
         ``deterministic`` takes the mode (argmax / mean) for evaluation.
         """
         x = self._features(obs)
-        dist = self._dist(x)
-        if deterministic:
-            flat = dist.mean if self.continuous else dist.probs.argmax(-1)
-        else:
-            flat = dist.sample()
-        log_prob, _ = self._log_prob_entropy(dist, flat)
-        if self.continuous:
-            action = flat.reshape(*flat.shape[:-1], *self.act_shape)
-        else:
-            action = flat + self._act_start
+        action, log_prob = self._choose(self._dist(self.actor(x)), deterministic)
         return action, log_prob, self.critic(x).squeeze(-1)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""
         x = self._features(obs)
-        if self.continuous:
-            flat = action.reshape(*x.shape[:-1], -1)
-        else:
-            flat = action.long() - self._act_start
-        log_prob, entropy = self._log_prob_entropy(self._dist(x), flat)
+        log_prob, entropy = self._log_prob_entropy(self._dist(self.actor(x)),
+                                                   self._flat_action(action))
         return log_prob, entropy, self.critic(x).squeeze(-1)
 
 
