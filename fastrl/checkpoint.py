@@ -247,6 +247,8 @@ def find_checkpoint(path: Path | str) -> Checkpoint:
     """The checkpoint at ``path``: a checkpoint folder (verified), or a run directory (its
     newest valid checkpoint)."""
     path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist")
     if (path / MANIFEST).is_file():
         return verify(path)
     if checkpoints_dir(path).is_dir():

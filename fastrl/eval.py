@@ -94,21 +94,24 @@ def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
 
 def evaluate_checkpoints(paths: Sequence[str | Path],
                          overrides: Mapping[str, int | None] | None = None,
-                         device: str = "cpu") -> dict[str, Any]:
+                         device: str = "cpu", env: EnvSource | None = None,
+                         policy: Any = None) -> dict[str, Any]:
     """Evaluate checkpoints (folders, or run directories: their newest valid checkpoint) on
     one seed suite and one env, both the first checkpoint's (``overrides``: SeedSuite
     fields to change; None leaves one as it is).
 
     Every checkpoint is verified and their envs compared before any is evaluated. Returns
     ``{"env_id", "suite": SeedSuite fields, "device", "checkpoints": [result, ...]}`` with
-    one :func:`evaluate_loaded` result per path, in order.
+    one :func:`evaluate_loaded` result per path, in order. ``env`` and ``policy`` stand in
+    for an env factory or policy the checkpoints' config cannot name (see
+    :func:`~fastrl.checkpoint.load_policy`).
     """
     if not paths:
         raise EvalError("no checkpoint to evaluate: give a checkpoint folder or run directory")
     checkpoints = [find_checkpoint(p) for p in paths]
     check_comparable(checkpoints)
     device = eval_device(device)
-    loaded = [load_policy(c.path) for c in checkpoints]
+    loaded = [load_policy(c.path, env, policy) for c in checkpoints]
     changes = {k: v for k, v in (overrides or {}).items() if v is not None}
     suite = replace(SeedSuite.of(loaded[0].config.log), **changes)
     env = loaded[0].plan.env
@@ -123,7 +126,8 @@ def checkpoint_report(report: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in report.items() if k != "checkpoints"}, **result}
 
 
-def evaluate_checkpoint_to(checkpoint: str, out_path: str) -> None:
+def evaluate_checkpoint_to(checkpoint: str, out_path: str, env: EnvSource | None = None,
+                           policy: Any = None) -> None:
     """Evaluate one checkpoint on its config's seed suite, on the CPU with one torch thread,
     and write its :func:`checkpoint_report` as JSON to ``out_path`` atomically.
 
@@ -131,7 +135,7 @@ def evaluate_checkpoint_to(checkpoint: str, out_path: str) -> None:
     during training (``log.eval_on_checkpoint``), beside the learner and workers.
     """
     torch.set_num_threads(1)  # beside the learner and workers, on their cores
-    report = checkpoint_report(evaluate_checkpoints([checkpoint]))
+    report = checkpoint_report(evaluate_checkpoints([checkpoint], env=env, policy=policy))
     write_atomically(Path(out_path), (json.dumps(report, indent=2) + "\n").encode())
 
 

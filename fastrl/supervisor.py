@@ -51,6 +51,7 @@ from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
 from fastrl.process import become_child, crash_report_path, read_crash, report_crash
+from fastrl.rollout.envs import EnvSource
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
 from fastrl.serial import run_serial
 from fastrl.timing import timing_metrics
@@ -80,12 +81,13 @@ class RunResult:
     eval: dict[str, float] | None  # the learner's last evaluation
     wall_s: float  # whole run, process start-up and evaluations included
     steps_per_sec: float  # env steps/sec from the first learner update to the last
-    stopped_by_signal: bool  # a signal, Trainer.close() or Trainer.stop() ended it early
+    stopped_by_signal: bool  # a SIGINT/SIGTERM asked the run to stop
     restarts: int  # worker restarts during this run
     checkpoint: str | None  # the last checkpoint written
     metrics: dict[str, float] = field(default_factory=dict)  # the last update's metrics
     timing: dict[str, dict[str, float]] = field(default_factory=dict)  # process: stage: s
     checkpoint_evals: dict[str, dict[str, float]] = field(default_factory=dict)  # by folder
+    stopped: bool = False  # a stop request (signal, stop(), close(), a callback) cut it short
 
 
 def worker_timing(ring: Ring) -> dict[str, float]:
@@ -104,13 +106,15 @@ def checkpoint_eval_summary(result: dict) -> dict[str, float]:
     return {k: float(v) for k, v in result["summary"].items()}
 
 
-def run_checkpoint_eval(parent_pid: int, checkpoint: str, out: str) -> None:
-    """Process entry point: evaluate one checkpoint (fastrl.eval) into ``out``."""
+def run_checkpoint_eval(parent_pid: int, checkpoint: str, out: str, env: EnvSource,
+                        policy: Any) -> None:
+    """Process entry point: evaluate one checkpoint (fastrl.eval) into ``out``, with the
+    run's own env source and policy (which the run directory may not be able to rebuild)."""
     become_child(parent_pid)
     from fastrl.eval import evaluate_checkpoint_to  # (the top layer: imported in the child)
 
     try:
-        evaluate_checkpoint_to(checkpoint, out)
+        evaluate_checkpoint_to(checkpoint, out, env, policy)
     except BaseException as e:
         report_crash(str(Path(out).parent.parent), "eval", e)
         os._exit(1)
@@ -146,15 +150,21 @@ class Supervisor:
         self._events: RunEvents | None = None
         self._evals_started = 0  # checkpoints handed to an evaluation process so far
         self._evaluating: str | None = None  # the checkpoint being evaluated now
+        self._in_user_code = False  # serial runtime: this thread runs envs and callbacks
         self._checkpoint_evals: dict[str, dict[str, float]] = {}
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
-        # Never raise here: a signal may land inside the cleanup in `run`'s finally block.
+        # Raise only while the serial runtime runs the user's code in this thread (an env or
+        # a callback may never return to look at the flags): never inside the cleanup in
+        # `run`'s finally block, which clears _in_user_code first.
         if self._signal is None:
             self._signal = signum  # first SIGINT/SIGTERM: graceful stop
         else:
             self._forced = True  # any second one: stop waiting for anybody
+            if self._in_user_code:
+                self._in_user_code = False
+                raise KeyboardInterrupt
 
     @contextmanager
     def _signals_handled(self):
@@ -206,8 +216,10 @@ class Supervisor:
                 worker_states = self._restore_rings() if self.resume else {}
                 resume = str(self.resume.path) if self.resume else None
                 if serial:
+                    self._in_user_code = True
                     run_serial(plan, self.run_dir, self._rings, self._weights, worker_states,
                                resume, events, self._serial_tick)
+                    self._in_user_code = False
                 else:
                     self._start("learner", run_learner, LearnerSpec(
                         plan, self._ring_names, self._weights_name, str(self.run_dir),
@@ -220,15 +232,22 @@ class Supervisor:
                 self._finish_checkpoint_evals()
                 grace = GRACEFUL_EXIT_S
             except BaseException:
+                self._in_user_code = False
                 grace = KILL_WAIT_S
                 raise
             finally:
+                self._in_user_code = False
                 if self._weights is not None:
                     self._weights.request_stop()
                 self._stop_children(grace)
+                # An exception's traceback keeps this frame and the processes (their args
+                # hold the queue) alive: drop them, so that the queue's semaphores leave
+                # /dev/shm now rather than whenever the traceback is collected.
+                self._procs.clear()
                 if metrics is not None:
                     metrics.cancel_join_thread()
                     metrics.close()
+                    metrics = None
                 self._rings = []
                 self._weights = None
                 owner.unlink_all()
@@ -237,12 +256,19 @@ class Supervisor:
         if self._forced:
             raise KeyboardInterrupt
         if events.error is not None:
-            raise events.error
+            # Its traceback holds the frames of this run (the queue among their locals): no
+            # reference from here back to it, so that all of it goes as soon as the caller
+            # lets the exception go, without waiting for the garbage collector.
+            error, events.error = events.error, None
+            try:
+                raise error
+            finally:
+                error = None
         final = events.final or {}
         return RunResult(self.run_dir, events.step, final.get("eval"), time.monotonic() - t0,
-                         logger.steps_per_sec, self._signal is not None or self._stop_asked,
+                         logger.steps_per_sec, self._signal is not None,
                          self.restarts, events.last_checkpoint, events.last_metrics, timing,
-                         dict(self._checkpoint_evals))
+                         dict(self._checkpoint_evals), bool(final.get("stopped")))
 
     def _make_memory(self, owner: SegmentOwner, serial: bool) -> None:
         """The rings and the weights: shared-memory segments, or for the serial runtime
@@ -261,11 +287,16 @@ class Supervisor:
         self._rings = [Ring(buf, plan.layout, self.cfg.infra.ring_slots) for buf in rings]
         self._weights = SharedWeights(weights, plan.num_params)
 
+    def _stop_requested(self) -> bool:
+        """A signal, :meth:`stop` or a failed callback asked the run to stop."""
+        return self._signal is not None or self._stop_asked or self._events.error is not None \
+            or self._forced
+
     def _serial_tick(self) -> None:
         """The serial runtime's look at the outside world, from inside the learner's waits:
         turn a stop request into the stop flag, end at once on a second signal, and keep the
         checkpoint evaluations going."""
-        if self._signal is not None or self._stop_asked or self._events.error is not None:
+        if self._stop_requested():
             self._weights.request_stop()
         if self._forced:
             raise KeyboardInterrupt
@@ -345,8 +376,7 @@ class Supervisor:
             if self._forced:
                 return
             self._poll_checkpoint_evals()
-            if (self._signal is not None or self._stop_asked or events.error is not None) \
-                    and stop_deadline is None:
+            if self._stop_requested() and stop_deadline is None:
                 weights.request_stop()
             if weights.stop_requested() and stop_deadline is None:
                 stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
@@ -538,11 +568,18 @@ class Supervisor:
             self._log_checkpoint_eval(self._evaluating, proc)
             self._evaluating = None
         written = self._events.checkpoints
-        if self._evals_started < len(written) and not self._forced:
-            self._evaluating = written[self._evals_started]
+        while self._evals_started < len(written) and not self._forced:
+            checkpoint = written[self._evals_started]
             self._evals_started += 1
-            self._start("eval", run_checkpoint_eval, os.getpid(), self._evaluating,
-                        str(checkpoint_eval_path(self.run_dir, self._evaluating)))
+            if not Path(checkpoint).is_dir():  # rotated out (log.keep_checkpoints) meanwhile
+                self._events.logger.event(self._events.step, f"{checkpoint} was deleted "
+                                          "before it could be evaluated (log.keep_checkpoints)")
+                continue
+            self._evaluating = checkpoint
+            self._start("eval", run_checkpoint_eval, os.getpid(), checkpoint,
+                        str(checkpoint_eval_path(self.run_dir, checkpoint)), self._plan.env,
+                        self._plan.policy_spec)
+            return
 
     def _log_checkpoint_eval(self, checkpoint: str, proc) -> None:
         out = checkpoint_eval_path(self.run_dir, checkpoint)
@@ -566,7 +603,7 @@ class Supervisor:
         deadline = time.monotonic() + EVAL_DRAIN_S
         while (self._evaluating is not None or
                self._evals_started < len(self._events.checkpoints)) and \
-                not (self._signal is not None or self._forced) and time.monotonic() < deadline:
+                not self._stop_requested() and time.monotonic() < deadline:
             self._poll_checkpoint_evals()
             time.sleep(POLL_S)
 
@@ -584,7 +621,11 @@ class Supervisor:
 
     def _stop_children(self, grace_s: float) -> None:
         """Let every child exit on the stop flag within ``grace_s`` (unless a second signal
-        came), then kill what is left."""
+        came), then kill what is left. A checkpoint evaluation still running is killed at
+        once: it does not look at the stop flag, and its JSON appears atomically or not."""
+        evaluating = self._procs.get("eval")
+        if evaluating is not None and evaluating.is_alive():
+            evaluating.kill()
         deadline = time.monotonic() + grace_s
         procs = list(self._procs.values())
         while any(p.is_alive() for p in procs) and not self._forced and \

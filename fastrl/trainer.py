@@ -127,6 +127,7 @@ class Trainer:
         self._idle = threading.Event()
         self._idle.set()
         self._closed = False
+        self._fit_thread: int | None = None
 
     @property
     def plan(self) -> RunPlan:
@@ -187,11 +188,14 @@ class Trainer:
             run_dir, ckpt = self._resume or (make_run_dir(self.config), None)
             self._resume = None  # a second fit() starts a new run
             self._supervisor = Supervisor(self.config, run_dir, ckpt, plan, self.callbacks)
+            self._fit_thread = threading.get_ident()
             self._idle.clear()
         try:
             return self._supervisor.run()
         finally:
-            self._idle.set()
+            with self._lock:
+                self._supervisor = None
+                self._idle.set()
 
     def stop(self) -> None:
         """Ask a running :meth:`fit` to stop gracefully (final checkpoint, then it returns);
@@ -210,6 +214,8 @@ class Trainer:
             running = self._supervisor if not self._idle.is_set() else None
         if running is not None:
             running.stop()
+            if threading.get_ident() == self._fit_thread:
+                return  # called from a callback: fit() returns once the run has stopped
             if not self._idle.wait(timeout_s):
                 raise TimeoutError(f"the run did not stop within {timeout_s:g} s")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 
@@ -10,6 +11,7 @@ import pytest
 from conftest import ENDLESS, TINY
 from test_resume import tb
 
+from examples import custom_env
 from fastrl import Callback, Trainer, load_config
 from fastrl.config import ConfigError
 from fastrl.logging.metrics import metric_documented
@@ -110,16 +112,43 @@ def test_close_stops_a_fit_running_in_another_thread(tmp_path, no_shm_residue):
     thread.join(5)
     assert not thread.is_alive()
     (result,) = results
-    assert result.stopped_by_signal and result.checkpoint is not None
+    assert result.stopped and not result.stopped_by_signal and result.checkpoint is not None
     with pytest.raises(RuntimeError, match="closed"):
         trainer.fit()
 
 
+def test_close_from_a_callback_stops_the_run_without_waiting_for_itself(tmp_path,
+                                                                         no_shm_residue):
+    class CloseAt512(Callback):
+        def on_update(self, step, metrics):
+            if step >= 512:
+                trainer.close()
+
+    trainer = Trainer(config(tmp_path, *ENDLESS), callbacks=[CloseAt512()])
+    result = trainer.fit()
+    assert result.stopped and 512 <= result.global_step < 5000
+
+
+def test_a_callback_returning_no_dict_stops_the_run(tmp_path, no_shm_residue):
+    class Wrong(Callback):
+        def on_update(self, step, metrics):
+            return 1.0
+
+    with pytest.raises(TypeError, match="Wrong.on_update returned 1.0: a hook returns None "
+                                        "or a dict of scalars"):
+        Trainer(config(tmp_path, *ENDLESS), callbacks=[Wrong()]).fit()
+
+
 def test_checkpoints_are_evaluated_in_their_own_process(tmp_path, no_shm_residue):
+    # The env factory is a partial: the config cannot name it, the eval process gets it
+    # from the run (gymnasium.make('GoalReach') would fail).
     rec = Recorder()
-    cfg = config(tmp_path, "algo.total_steps=1536", "log.checkpoint_every_steps=512",
-                 "log.eval_on_checkpoint=true", "log.keep_checkpoints=5")
-    result = Trainer(cfg, callbacks=[rec]).fit()
+    cfg = config(tmp_path, "env.id=GoalReach", "algo.total_steps=1536",
+                 "log.checkpoint_every_steps=512", "log.eval_on_checkpoint=true",
+                 "log.keep_checkpoints=5")
+    result = Trainer(cfg, env_fn=functools.partial(custom_env.make_env),
+                     callbacks=[rec]).fit()
+    assert load_config(result.run_dir / "config.yaml").env.fn == ""
     written = [path for _, path in rec.checkpoints]
     assert len(written) == 3
     # every checkpoint was evaluated (the last after the learner finished), in order

@@ -35,8 +35,8 @@ def test_normal_run_writes_results_and_leaves_no_segments(tmp_path, no_shm_resid
     assert proc.returncode == 0, proc.stderr
     summary = last_json(proc.stdout)
     assert summary["global_step"] == 2048 and summary["stopped_by_signal"] is False
-    assert set(summary["eval"]) == {"return_mean", "return_std", "return_min", "return_max",
-                                    "length_mean"}
+    assert set(summary["eval"]) == {f"{what}_{stat}" for what in ("return", "length")
+                                    for stat in ("mean", "std", "min", "max")} | {"episodes"}
     run = run_dir_of(tmp_path)
     assert json.loads((run / "result.json").read_text()) == summary
     assert (run / "config.yaml").read_text().count("seed: 3") == 1
@@ -108,6 +108,23 @@ def test_second_signal_exits_at_once_without_residue(second, launch, tmp_path):
     assert time.monotonic() - t0 < 20, "the second signal did not cut the grace period"
     assert "Traceback" not in err
     assert all_gone(kids)
+
+
+def test_second_signal_ends_a_serial_run_stuck_in_an_env(launch, tmp_path):
+    # infra.runtime=serial steps the envs in the main thread: one that hangs never gets back
+    # to the stop flag, so the second signal interrupts it there.
+    marker = tmp_path / "stuck"
+    proc = launch(["infra.runtime=serial", "env.id=scripted_envs:Hang-v0",
+                   "env.kwargs.hang_at_step=100", f"env.kwargs.hang_marker={marker}",
+                   *ENDLESS])
+    wait_file(marker, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)  # the first one only raised the stop flag
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and (tmp_path / "stuck.interrupted").exists()
 
 
 def test_ctrl_c_to_the_process_group_during_startup_is_a_clean_stop(launch, tmp_path):

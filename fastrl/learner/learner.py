@@ -146,6 +146,7 @@ class Learner:
         self.dropped_slots = 0
         self.next_eval = cfg.log.eval_every_steps
         self.next_checkpoint = cfg.log.checkpoint_every_steps
+        self.stopped = False  # a stop request ended training early
         self.last_eval: dict[str, float] | None = None
         self.eval_step = -1
         self._window: dict[str, float] = {}  # off-policy: update statistics summed since the
@@ -277,12 +278,13 @@ class Learner:
             if not dropped:
                 break
             self.dropped_slots += dropped
-        if infra.check_slots:
+        with self.timer.stage("update_dataset"):
+            if infra.check_slots:
+                for r in self.rings:
+                    r.verify()
+            batch = gather(self.rings)
             for r in self.rings:
-                r.verify()
-        batch = gather(self.rings)
-        for r in self.rings:
-            r.release()
+                r.release()
         return batch
 
     def _update(self) -> None:
@@ -373,7 +375,7 @@ class Learner:
                     next_report = time.monotonic() + REPORT_EVERY_S
                     self.metrics.put(("update", self.global_step, self._timing()))
         except Stopped:
-            pass
+            self.stopped = True
         finally:
             self.weights.mark_done()
         self._done(None)
@@ -404,7 +406,7 @@ class Learner:
             if self.global_step and self.eval_step != self.global_step:
                 self._evaluate()
         except Stopped:
-            pass  # asked to stop: save what we have; the evaluation in progress is dropped
+            self.stopped = True  # save what we have; the evaluation in progress is dropped
         finally:
             self.weights.mark_done()
         with self.timer.stage("checkpoint"):
@@ -414,9 +416,10 @@ class Learner:
         self._done(self.last_eval)
 
     def _done(self, last_eval: dict[str, float] | None) -> None:
-        """The last message: the final evaluation and this process's time per stage."""
-        self.metrics.put(("done", self.global_step,
-                          {"eval": last_eval, "timing": self.timer.seconds()}))
+        """The last message: the final evaluation, this process's time per stage, and
+        whether a stop request ended the run before its end."""
+        self.metrics.put(("done", self.global_step, {
+            "eval": last_eval, "timing": self.timer.seconds(), "stopped": self.stopped}))
 
     def run(self) -> None:
         """Train (or, for ``algo.name=none``, drain) to the end of the run."""

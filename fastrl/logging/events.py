@@ -9,6 +9,17 @@ from fastrl.callbacks import Callback
 from fastrl.logging.metrics import MetricsLogger
 
 
+def custom_scalars(callback: Callback, hook: str, extra: object) -> dict[str, float]:
+    """What a hook returned, checked: a dict of names to real numbers."""
+    where = f"{type(callback).__name__}.{hook} returned {extra!r}"[:200]
+    if not isinstance(extra, dict):
+        raise TypeError(f"{where}: a hook returns None or a dict of scalars to log")
+    try:
+        return {str(k): float(v) for k, v in extra.items()}
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: custom scalars must be real numbers") from None
+
+
 class RunEvents:
     """Routes ``(kind, step, payload)`` messages (``update``, ``eval``, ``checkpoint``,
     ``done``) to the :class:`MetricsLogger` and the :class:`~fastrl.callbacks.Callback` s,
@@ -59,11 +70,10 @@ class RunEvents:
 
     def _call(self, hook: str, step: int, *args: Any) -> None:
         for callback in self.callbacks:
-            try:
+            try:  # the user's code: an error stops the run, fit() re-raises it after cleanup
                 extra = getattr(callback, hook)(step, *args)
-            except Exception as e:  # the user's code: stop the run, re-raise after cleanup
+                if extra is not None:
+                    self.logger.custom(step, custom_scalars(callback, hook, extra))
+            except Exception as e:
                 if self.error is None:
                     self.error = e
-                continue
-            if extra:
-                self.logger.custom(step, extra)

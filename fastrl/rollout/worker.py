@@ -232,6 +232,11 @@ class RolloutWorker:
             ring.publish()
         self.base[STEPS] += self.steps_per_slot
         ring.set(STEPS, self.base[STEPS])
+        self._store_times()
+
+    def _store_times(self) -> None:
+        """This worker's time per stage into its ring's counters (fastrl.timing)."""
+        ring, collector = self.ring, self.collector
         ring.set(ACT_NS, self.base[ACT_NS] + collector.act_ns)
         ring.set(ENV_NS, self.base[ENV_NS] + collector.env_ns)
         ring.set(FILL_NS, self.base[FILL_NS] + collector.fill_ns)
@@ -245,5 +250,6 @@ class RolloutWorker:
             _park(self.spec, self.collector, self.ring.write_seq)
 
     def close(self) -> None:
-        """Close the envs."""
+        """Store the last wait's time and close the envs."""
+        self._store_times()
         self.collector.envs.close()
