@@ -264,10 +264,7 @@ class EnvGroup:
         # comprehension over bound methods and every field is written by one array store.
         results = [step(a) for step, a in zip(self._step_fns, actions)]
         observations, rewards, terms, truncs, _ = zip(*results)
-        self._check_flags(rewards, terms, truncs)
-        self._reward[:] = rewards
-        self._term[:] = terms
-        self._trunc[:] = truncs
+        self._reward[:], self._term[:], self._trunc[:] = self._checked(rewards, terms, truncs)
         ended = np.flatnonzero(self._term | self._trunc)
         if len(ended):
             observations = list(observations)
@@ -277,19 +274,23 @@ class EnvGroup:
         self._store_all(self._obs, observations)
         return self._obs, self._reward, self._term, self._trunc, self._final
 
-    def _check_flags(self, rewards: tuple, terms: tuple, truncs: tuple) -> None:
-        """Real scalar rewards and bool flags, one array conversion each (finiteness is
-        checked per slot by the collector)."""
+    def _checked(self, rewards: tuple, terms: tuple, truncs: tuple):
+        """``(reward, terminated, truncated)`` as arrays, each converted once and checked:
+        real scalar rewards (their finiteness is checked per slot by the collector), bool
+        flags."""
         reward = np.asarray(rewards)
         if reward.shape != (self.num_envs,) or reward.dtype.kind not in "fiu":
             i = next((i for i, r in enumerate(rewards) if np.ndim(r) or
                       not isinstance(r, (int, float, np.integer, np.floating))), 0)
             raise contract_violation(self.env_id, "step()", "the reward", "a real scalar",
                                      rewards[i])
+        arrays = [reward]
         for name, flags in (("terminated", terms), ("truncated", truncs)):
-            if np.asarray(flags).dtype != np.bool_:
+            arrays.append(np.asarray(flags))
+            if arrays[-1].dtype != np.bool_:
                 i = next(i for i, f in enumerate(flags) if not isinstance(f, (bool, np.bool_)))
                 raise contract_violation(self.env_id, "step()", name, "a bool", flags[i])
+        return arrays
 
     def close(self) -> None:
         """Close every env."""
