@@ -208,8 +208,7 @@ def test_cli_exit_status_and_message_on_a_bad_path(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fastrl.eval", str(missing)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == f"fastrl.eval: error: {missing}: neither a checkpoint folder " \
-                          "(no manifest.json) nor a run directory (no checkpoints/)\n"
+    assert proc.stderr == f"fastrl.eval: error: {missing} does not exist\n"
 
 
 def test_evaluate_checkpoint_to_in_a_spawned_process(run, tmp_path):
