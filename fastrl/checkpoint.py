@@ -268,15 +268,17 @@ class LoadedPolicy:
     normalizer: Any  # observation normalisation constants (None: none was used)
 
 
-def load_policy(path: Path | str, env: Any = None, policy: Any = None) -> LoadedPolicy:
-    """Load the policy of a checkpoint folder or a run directory's newest checkpoint.
+def load_policy(path: Checkpoint | Path | str, env: Any = None,
+                policy: Any = None) -> LoadedPolicy:
+    """Load the policy of a checkpoint folder or a run directory's newest checkpoint (or of
+    a :class:`Checkpoint` already verified).
 
     The env is rebuilt from the checkpoint's config (``env.id``, or the factory in
     ``env.fn`` / ``env.vector_fn``) unless ``env`` (an
     :class:`~fastrl.rollout.envs.EnvSource`) is given; likewise ``policy`` for a user
     policy that ``algo.policy`` does not name. Its spaces must be those it trained on.
     """
-    ckpt = find_checkpoint(path)
+    ckpt = path if isinstance(path, Checkpoint) else find_checkpoint(path)
     cfg = load_config(ckpt.path / "config.yaml")
     plan = plan_run(cfg, env, policy)
     check_resumable(ckpt, cfg.env.id, plan.obs_space, plan.act_space,

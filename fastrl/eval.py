@@ -111,7 +111,7 @@ def evaluate_checkpoints(paths: Sequence[str | Path],
     checkpoints = [find_checkpoint(p) for p in paths]
     check_comparable(checkpoints)
     device = eval_device(device)
-    loaded = [load_policy(c.path, env, policy) for c in checkpoints]
+    loaded = [load_policy(c, env, policy) for c in checkpoints]  # (verified above)
     changes = {k: v for k, v in (overrides or {}).items() if v is not None}
     suite = replace(SeedSuite.of(loaded[0].config.log), **changes)
     env = loaded[0].plan.env
