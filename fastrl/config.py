@@ -16,6 +16,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+APPO_MAX_POLICY_LAG = 16  # infra.max_policy_lag of appo when unset
+
 
 class ConfigError(ValueError):
     """A config key, type or value that fastrl does not accept."""
@@ -96,14 +98,31 @@ class SACConfig:
 
 
 @dataclass
+class APPOConfig:
+    """APPO (asynchronous PPO, Sample Factory's): workers never wait for new weights; the
+    learner trains on whichever slots are ready, with V-trace targets (Espeholt et al. 2018)
+    correcting for the policy lag, and PPO's clipped surrogate against the behaviour
+    policy."""
+
+    batch_slots: int | None = _f(None, "ring slots per update, taken from whichever workers "
+                                 "have one ready (null: infra.num_workers)", gt=0)
+    rho_bar: float = _f(1.0, "V-trace: clip of the importance ratios in the targets' "
+                        "temporal differences and the policy-gradient advantages", gt=0)
+    c_bar: float = _f(1.0, "V-trace: clip of the trace-cutting ratios", gt=0)
+    vtrace_lambda: float = _f(1.0, "V-trace: lambda of the traces (1: the paper's)", ge=0,
+                              le=1)
+
+
+@dataclass
 class AlgoConfig:
     """Algorithm choice and hyper-parameters (CleanRL's names and defaults where they
     exist). The PPO keys sit at this level; ``replay``, ``dqn`` and ``sac`` hold the
     off-policy ones."""
 
-    name: str = _f("ppo", "algorithm: ppo (on-policy), dqn (Discrete actions), sac (Box "
-                   "actions); none: no training, the learner only drains slots "
-                   "(collection throughput)", choices=("ppo", "dqn", "sac", "none"))
+    name: str = _f("ppo", "algorithm: ppo (on-policy), appo (asynchronous PPO with "
+                   "V-trace), dqn (Discrete actions), sac (Box actions); none: no training, "
+                   "the learner only drains slots (collection throughput)",
+                   choices=("ppo", "appo", "dqn", "sac", "none"))
     random_actions: bool = _f(False, "with name=none: workers act uniformly at random "
                               "instead of running the policy")
     total_steps: int = _f(500_000, "env steps to train for", gt=0)
@@ -126,6 +145,7 @@ class AlgoConfig:
     hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of every network")
     policy: str = _f("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
                      "subclass to act and train with (empty: the built-in network of name)")
+    appo: APPOConfig = field(default_factory=APPOConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     sac: SACConfig = field(default_factory=SACConfig)
@@ -134,6 +154,11 @@ class AlgoConfig:
     def off_policy(self) -> bool:
         """True for the algorithms that learn from a replay buffer."""
         return self.name in ("dqn", "sac")
+
+    @property
+    def on_policy(self) -> bool:
+        """True for the algorithms that train on ring slots as they come (ppo, appo)."""
+        return self.name in ("ppo", "appo")
 
 
 @dataclass
@@ -144,9 +169,17 @@ class InfraConfig:
     envs_per_worker: int = _f(4, "environments each worker steps", gt=0)
     rollout_len: int = _f(64, "steps per env in one trajectory slot", gt=0)
     ring_slots: int = _f(2, "trajectory slots in each worker's ring", gt=0)
-    max_policy_lag: int = _f(
-        0, "policy versions a slot may lag the learner (0: strictly on-policy)", ge=0
-    )
+    max_policy_lag: int | None = _f(
+        None, "policy versions a slot may lag the learner before it is dropped unread (ppo, "
+        "appo; null: 0 for ppo, which is strictly on-policy, and "
+        f"{APPO_MAX_POLICY_LAG} for appo)", ge=0)
+    staging_depth: int = _f(
+        2, "on-policy batches staged ahead of training: on CUDA, pinned host buffers and "
+        "device buffers in rotation, copied on their own stream while the batch before "
+        "trains (2: double buffering); on the CPU slots are used in place (one slot) or "
+        "copied once into reused buffers; 0: synchronous copies (a fresh concatenation and "
+        "a blocking transfer per batch, the baseline of python -m fastrl.bench --scenario "
+        "learner)", ge=0)
     device: str = _f("auto", "learner device: auto picks cuda when available", choices=(
         "auto", "cpu", "cuda"))
     worker_timeout_s: float = _f(
@@ -177,6 +210,10 @@ class LogConfig:
     run_name: str | None = _f(None, "run folder name (null: env_algo_seed_time)")
     tensorboard: bool = _f(True, "write TensorBoard scalars")
     console: bool = _f(True, "show a progress line on the console")
+    metrics_every_s: float = _f(
+        0.5, "seconds between the learner's metrics reports (TensorBoard, console, "
+        "Callback.on_update); update statistics are summed on the learner's device in "
+        "between and leave it only then (0: report every update)", ge=0)
     eval_every_steps: int = _f(10_000, "env steps between evaluations", gt=0)
     eval_episodes: int = _f(20, "seeds of the evaluation suite: eval_seed..eval_seed+n-1",
                             gt=0)
@@ -208,9 +245,25 @@ class MainConfig:
         return self.infra.num_workers * self.infra.envs_per_worker
 
     @property
+    def batch_slots(self) -> int:
+        """Ring slots per on-policy update: one from every worker (ppo), or
+        ``algo.appo.batch_slots`` from whichever workers have one ready (appo)."""
+        if self.algo.name == "appo" and self.algo.appo.batch_slots is not None:
+            return self.algo.appo.batch_slots
+        return self.infra.num_workers
+
+    @property
     def batch_size(self) -> int:
-        """Transitions per PPO update: one slot from every worker."""
-        return self.total_envs * self.infra.rollout_len
+        """Transitions per on-policy update."""
+        return self.batch_slots * self.infra.envs_per_worker * self.infra.rollout_len
+
+    @property
+    def policy_lag_bound(self) -> int:
+        """``infra.max_policy_lag``, or its default for the algorithm when unset."""
+        lag = self.infra.max_policy_lag
+        if lag is not None:
+            return lag
+        return APPO_MAX_POLICY_LAG if self.algo.name == "appo" else 0
 
 
 def field_docs(cls: type = MainConfig, prefix: str = "") -> list[tuple[str, str, Any, str]]:
@@ -310,12 +363,20 @@ def check_values(cfg: MainConfig) -> None:
             if problem:
                 raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
     mb = cfg.algo.num_minibatches
-    if cfg.algo.name == "ppo" and (cfg.batch_size % mb or cfg.batch_size // mb < 2):
+    if cfg.algo.on_policy and (cfg.batch_size % mb or cfg.batch_size // mb < 2):
+        slots = "algo.appo.batch_slots" if cfg.algo.name == "appo" else "num_workers"
         raise ConfigError(
             f"config key 'algo.num_minibatches={mb}' must divide the batch "
-            f"num_workers*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
+            f"{slots}*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
             "at least 2 transitions"
         )
+    if cfg.algo.name == "appo" and cfg.batch_slots > cfg.infra.num_workers * \
+            cfg.infra.ring_slots:
+        raise ConfigError(
+            f"config key 'algo.appo.batch_slots={cfg.batch_slots}' is more slots than the "
+            f"rings hold (infra.num_workers*infra.ring_slots="
+            f"{cfg.infra.num_workers * cfg.infra.ring_slots}): the learner would wait for "
+            "good; lower it or raise infra.ring_slots")
     if cfg.algo.random_actions and cfg.algo.name != "none":
         raise ConfigError("config key 'algo.random_actions=true' needs algo.name=none "
                           "(nothing can learn from random actions)")
@@ -361,13 +422,13 @@ def _check_replay_fits_the_run(cfg: MainConfig) -> None:
 def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
     """Refuse settings that the rest of the config would make silently do nothing."""
     infra, algo = cfg.infra, cfg.algo
-    if infra.max_policy_lag and algo.name != "ppo":
+    if infra.max_policy_lag and not algo.on_policy:
         bound = " (algo.replay.max_ahead_steps bounds how far collection runs ahead)" \
             if algo.off_policy else ""
         raise ConfigError(
             f"config key 'infra.max_policy_lag={infra.max_policy_lag}' only applies to "
-            f"algo.name=ppo: {algo.name} workers never wait for weights{bound}; leave it at 0"
-        )
+            f"algo.name=ppo or appo: {algo.name} never drops slots for their lag{bound}; "
+            "leave it unset")
     if cfg.log.eval_on_checkpoint and algo.name == "none":
         raise ConfigError("config key 'log.eval_on_checkpoint=true' needs training: "
                           "algo.name=none writes no checkpoints to evaluate")

@@ -174,6 +174,8 @@ def _buffer_part(plan: RunPlan) -> dict[str, Any]:
     rc, workers = cfg.algo.replay, cfg.infra.num_workers
     if cfg.algo.off_policy:
         mode, batch_size = "off-policy", rc.batch_size
+    elif cfg.algo.name == "appo":
+        mode, batch_size = "asynchronous", cfg.batch_size
     else:
         mode, batch_size = ("on-policy", cfg.batch_size) if plan.trains else ("drain", None)
     replay = None
@@ -186,6 +188,8 @@ def _buffer_part(plan: RunPlan) -> dict[str, Any]:
     return {"memory": _memory(cfg), "rings": workers, "ring_slots": cfg.infra.ring_slots,
             "slot_bytes": plan.layout.nbytes, "ring_bytes": plan.ring_bytes,
             "rings_bytes": workers * plan.ring_bytes, "mode": mode, "batch_size": batch_size,
+            "batch_slots": cfg.batch_slots if cfg.algo.on_policy else None,
+            "max_policy_lag": cfg.policy_lag_bound if cfg.algo.on_policy else None,
             "replay": replay}
 
 
@@ -195,10 +199,20 @@ def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
             "torch_threads": cfg.infra.learner_threads,
             "algo": cfg.algo.name,
             "policy": policy, "num_params": plan.num_params}
-    if cfg.algo.name == "ppo":
+    if cfg.algo.on_policy:
         part.update(num_minibatches=cfg.algo.num_minibatches,
-                    update_epochs=cfg.algo.update_epochs)
+                    update_epochs=cfg.algo.update_epochs,
+                    staging=_staging(cfg.infra.staging_depth, plan.device))
     return part
+
+
+def _staging(depth: int, device: str) -> str:
+    """How batches reach the learner's device (fastrl.learner.staging)."""
+    if depth == 0:
+        return "synchronous copies (infra.staging_depth=0)"
+    if device == "cuda":
+        return f"pinned host buffers, async copy stream, {depth} deep"
+    return "in place (one slot) or one copy into reused buffers"
 
 
 def _new_run_dir(cfg: MainConfig) -> str:
@@ -332,9 +346,8 @@ def _buffer_lines(report: dict[str, Any]) -> list[str]:
         f"{_plural(b['ring_slots'], 'slot')} of {human_bytes(b['slot_bytes'])} a ring: "
         f"{human_bytes(b['ring_bytes'])} a ring, {human_bytes(b['rings_bytes'])} in all",
     ]
-    if b["mode"] == "on-policy":
-        lines.append("on-policy: one slot per worker is one batch of "
-                     f"{b['batch_size']:,} transitions")
+    if b["mode"] in ("on-policy", "asynchronous"):
+        lines.append(f"{b['mode']}: {_batch_text(b)}")
     elif b["mode"] == "off-policy":
         rp = b["replay"]
         lines += [f"off-policy: slots feed a {rp['class']} of {rp['capacity']:,} transitions "
@@ -347,6 +360,15 @@ def _buffer_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _batch_text(b: dict[str, Any]) -> str:
+    """What one on-policy batch is."""
+    if b["mode"] == "asynchronous":
+        return (f"{_plural(b['batch_slots'], 'slot')} from whichever workers have them is one "
+                f"batch of {b['batch_size']:,} transitions, V-trace-corrected, lag <= "
+                f"{b['max_policy_lag']}")
+    return f"one slot per worker is one batch of {b['batch_size']:,} transitions"
+
+
 def _learner_lines(report: dict[str, Any]) -> list[str]:
     lr, w = report["learner"], report["weights"]
     where = "learner in the calling process" if report["run"]["runtime"] == "serial" else \
@@ -355,7 +377,7 @@ def _learner_lines(report: dict[str, Any]) -> list[str]:
              f"network {lr['policy']}, {lr['num_params']:,} params"]
     if "num_minibatches" in lr:
         lines.append(f"batch {report['buffer']['batch_size']:,}: {lr['num_minibatches']} "
-                     f"minibatches x {lr['update_epochs']} epochs")
+                     f"minibatches x {lr['update_epochs']} epochs; staged: {lr['staging']}")
     lines.append(f"publishes weights: {w['transport']}, {w['num_params']:,} float32 params "
                  f"({human_bytes(w['bytes'])})")
     return lines
@@ -428,8 +450,8 @@ def summary(report: dict[str, Any]) -> str:
         rp = b["replay"]
         data = (f"{rp['class']} of {rp['capacity']:,} ({human_bytes(rp['bytes'])}), "
                 f"batch {b['batch_size']:,}")
-    elif b["mode"] == "on-policy":
-        data = f"one slot per worker is one batch of {b['batch_size']:,} transitions"
+    elif b["mode"] in ("on-policy", "asynchronous"):
+        data = _batch_text(b)
     else:
         data = "slots released unread (no training)"
     memory = "none (serial runtime)" if shm["segments"] == 0 else \

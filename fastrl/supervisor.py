@@ -84,7 +84,7 @@ class RunResult:
     stopped_by_signal: bool  # a SIGINT/SIGTERM asked the run to stop
     restarts: int  # worker restarts during this run
     checkpoint: str | None  # the last checkpoint written
-    metrics: dict[str, float] = field(default_factory=dict)  # the last update's metrics
+    metrics: dict[str, Any] = field(default_factory=dict)  # the last report (METRICS)
     timing: dict[str, dict[str, float]] = field(default_factory=dict)  # process: stage: s
     checkpoint_evals: dict[str, dict[str, float]] = field(default_factory=dict)  # by folder
     stopped: bool = False  # a stop request (signal, stop(), close(), a callback) cut it short

@@ -53,7 +53,8 @@ class DQN:
             next_value = next_q.max(-1).values
         return batch["reward"] + batch["discount"] * (1 - batch["done"]) * next_value
 
-    def update(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, float], torch.Tensor]:
+    def update(self, batch: dict[str, torch.Tensor]
+               ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """One gradient step on an importance-weighted Huber TD loss; returns the statistics
         and the absolute TD errors (new priorities for prioritized replay)."""
         cfg = self.cfg
@@ -72,7 +73,7 @@ class DQN:
         td_abs = td.detach().abs()
         names = ("q_loss", "q_mean", "td_abs_mean", "grad_norm")
         values = torch.stack([loss.detach(), q_taken.detach().mean(), td_abs.mean(),
-                              grad_norm.detach()]).tolist()
+                              grad_norm.detach()])
         return dict(zip(names, values)), td_abs
 
     def state_dict(self) -> dict:

@@ -31,8 +31,8 @@ def compute_gae(
     ``V(obs[t+1])`` mid-episode, ``V(final_obs[t])`` where truncated, anything where
     terminated (it is multiplied by zero). The recursion is cut at every episode end.
     """
-    not_term = (~terminated).float()
-    not_done = (~(terminated | truncated)).float()
+    not_term = (~terminated).to(rewards.dtype)
+    not_done = (~(terminated | truncated)).to(rewards.dtype)
     deltas = rewards + gamma * next_values * not_term - values
     adv = torch.zeros_like(rewards)
     last = torch.zeros_like(rewards[0])
@@ -59,21 +59,32 @@ class PPO:
         self.optimizer.load_state_dict(state["optimizer"])
 
     @torch.no_grad()
+    def next_values(self, batch: dict[str, torch.Tensor],
+                    values: torch.Tensor) -> torch.Tensor:
+        """The value of the state after each step of the same episode (see the module doc):
+        ``values[t+1]``, the bootstrap observation's after the last step, the real final
+        observation's where truncated. Every final observation is evaluated, and the
+        truncated ones picked on the device: a data-dependent branch would wait for the GPU.
+        """
+        bootstrap = self.policy.value(batch["bootstrap_obs"])
+        after = torch.cat([values[1:], bootstrap[None]])
+        final = self.policy.value(batch["final_obs"].flatten(0, 1)).view_as(values)
+        return torch.where(batch["truncated"], final, after)
+
+    @torch.no_grad()
     def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(advantages, returns)`` of a batch, bootstrapping as the module doc says."""
         values = batch["value"]
-        next_values = torch.cat([values[1:], self.policy.value(batch["bootstrap_obs"])[None]])
-        truncated = batch["truncated"]
-        if truncated.any():
-            next_values[truncated] = self.policy.value(batch["final_obs"][truncated])
         adv = compute_gae(
-            batch["reward"], values, next_values, batch["terminated"], truncated,
-            self.cfg.gamma, self.cfg.gae_lambda,
+            batch["reward"], values, self.next_values(batch, values), batch["terminated"],
+            batch["truncated"], self.cfg.gamma, self.cfg.gae_lambda,
         )
         return adv, adv + values
 
-    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
-        """Run ``update_epochs`` of minibatch PPO on ``batch``; returns the loss statistics."""
+    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
+        """Run ``update_epochs`` of minibatch PPO on ``batch``; returns the loss statistics
+        as 0-d tensors on the batch's device (nothing here waits for a GPU, unless
+        ``target_kl`` is set: stopping early needs the KL on the host)."""
         cfg = self.cfg
         set_lr(self.optimizer, lr)
         adv, returns = self.advantages(batch)
@@ -129,11 +140,9 @@ class PPO:
                 count += 1
             if cfg.target_kl is not None and approx_kl > cfg.target_kl:
                 break
-        # One device->host transfer per update, not one per minibatch.
-        values = (stats / count).tolist()
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
-        out = dict(zip(names, values))
+        out = dict(zip(names, stats / count))
         var_y = returns.var()
-        out["explained_variance"] = float(
-            1 - (returns - old_values).var() / var_y) if var_y > 0 else float("nan")
+        out["explained_variance"] = torch.where(
+            var_y > 0, 1 - (returns - old_values).var() / var_y, torch.nan)
         return out

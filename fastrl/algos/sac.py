@@ -37,7 +37,8 @@ class SAC:
     def _flat(self, action: torch.Tensor) -> torch.Tensor:
         return action.reshape(action.shape[0], -1).float()
 
-    def update(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, float], torch.Tensor]:
+    def update(self, batch: dict[str, torch.Tensor]
+               ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """One step of each loss; returns the statistics and the mean absolute TD error of
         the two critics (new priorities for prioritized replay)."""
         alpha = self.log_alpha.exp().detach()
@@ -69,8 +70,8 @@ class SAC:
 
         td_abs = 0.5 * ((q1 - y).abs() + (q2 - y).abs()).detach()
         names = ("q_loss", "actor_loss", "alpha", "entropy", "q_mean")
-        values = torch.stack([q_loss.detach(), actor_loss.detach(), alpha, -logp.detach().mean(),
-                              q1.detach().mean()]).tolist()
+        values = torch.stack([q_loss.detach(), actor_loss.detach(), alpha,
+                              -logp.detach().mean(), q1.detach().mean()])
         return dict(zip(names, values)), td_abs
 
     def state_dict(self) -> dict:

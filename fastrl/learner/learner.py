@@ -1,4 +1,4 @@
-"""The learner process: drain one slot per worker, train PPO, publish weights, evaluate."""
+"""The learner process: take ring slots, train on them, publish weights, evaluate, save."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
 from fastrl.evaluation import SeedSuite, evaluate
 from fastrl.learner.offpolicy import ReplayFeed, replay_shape
+from fastrl.learner.report import ReportWindow
+from fastrl.learner.staging import StagedBatch, make_stager
 from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
@@ -27,7 +29,6 @@ from fastrl.plan import RunPlan
 from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
 from fastrl.timing import StageTimer, timing_metrics
 
-REPORT_EVERY_S = 0.5  # metrics rate of the drain and off-policy loops
 MAX_UPDATES_PER_ROUND = 64  # off-policy: updates between looks at the rings and schedule
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
 
@@ -60,15 +61,6 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         os._exit(1)
 
 
-def gather(rings: list[Ring]) -> dict[str, np.ndarray]:
-    """The oldest slot of every ring, concatenated along the env axis (one copy)."""
-    slots = [r.read_slot() for r in rings]
-    return {
-        name: np.concatenate([s[name] for s in slots], axis=0 if name == "bootstrap_obs" else 1)
-        for name in slots[0] if name != "checksum"
-    }
-
-
 def ring_shape(cfg, slot_bytes: int) -> dict:
     """What saved slots and parked worker states depend on: a resumed run restores them only
     when all of it is unchanged (a lower lag bound would drop restored slots and put the
@@ -76,7 +68,7 @@ def ring_shape(cfg, slot_bytes: int) -> dict:
     infra = cfg.infra
     return {"num_workers": infra.num_workers, "envs_per_worker": infra.envs_per_worker,
             "rollout_len": infra.rollout_len, "ring_slots": infra.ring_slots,
-            "max_policy_lag": infra.max_policy_lag, "check_slots": infra.check_slots,
+            "max_policy_lag": cfg.policy_lag_bound, "check_slots": infra.check_slots,
             "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs)}
 
 
@@ -92,23 +84,6 @@ def drop_stale(rings: list[Ring], version: int, max_lag: int) -> int:
     return dropped
 
 
-def episode_stats(batch: dict[str, np.ndarray]) -> dict[str, float]:
-    """Return/length statistics of the episodes that ended inside the batch."""
-    done = batch["terminated"] | batch["truncated"]
-    return ended_episode_stats(batch["episode_return"][done], batch["episode_length"][done])
-
-
-def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]:
-    """``episode/*`` statistics of ended episodes' returns and lengths (none: empty)."""
-    if not len(ret):
-        return {}
-    return {
-        "episode/return_mean": float(ret.mean()), "episode/return_std": float(ret.std()),
-        "episode/return_min": float(ret.min()), "episode/return_max": float(ret.max()),
-        "episode/length_mean": float(length.mean()), "episode/count": len(ret),
-    }
-
-
 def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with path.open("wb") as f:
         np.savez(f, **arrays)
@@ -116,8 +91,10 @@ def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 class Learner:
     """Owns the model and the algorithm's state; talks to workers only through shared
-    memory. On-policy (PPO) it trains on one slot from every worker per update; off-policy
-    (DQN, SAC) it feeds slots into a replay buffer and trains on samples of it.
+    memory. On-policy it trains on B slots per update, staged on its device (see
+    fastrl.learner.staging): PPO one slot from every worker, APPO ``algo.appo.batch_slots``
+    from whichever workers have one ready. Off-policy (DQN, SAC) it feeds slots into a
+    replay buffer and trains on samples of it.
 
     ``metrics`` takes ``(kind, step, payload)`` messages (a queue to the supervisor, or the
     serial runtime's dispatcher). ``produce``, in the serial runtime, runs the workers for
@@ -141,6 +118,10 @@ class Learner:
         self.timer = timer or StageTimer()
         self.feed = ReplayFeed(cfg, plan.obs_space, plan.act_space, self.rings, self.device,
                                cfg.seed) if cfg.algo.off_policy else None
+        self.stager = make_stager(plan.layout, self.device, cfg.infra.staging_depth) \
+            if cfg.algo.on_policy else None
+        self._staged: StagedBatch | None = None  # the next batch, staged ahead
+        self._turn = 0  # appo: the ring whose slot is taken first next time
         self.version = 0
         self.global_step = 0
         self.dropped_slots = 0
@@ -149,8 +130,8 @@ class Learner:
         self.stopped = False  # a stop request ended training early
         self.last_eval: dict[str, float] | None = None
         self.eval_step = -1
-        self._window: dict[str, float] = {}  # off-policy: update statistics summed since the
-        self._window_updates = 0  # last report, and how many updates they cover
+        self.window = ReportWindow()  # what the next metrics report will say
+        self._last: dict[str, float] = {}  # on-policy: lr and ring occupancy of the last update
         self._next_report = time.monotonic()
         if spec.resume:
             self._restore(Path(spec.resume) / "learner.pt")
@@ -268,48 +249,74 @@ class Learner:
         return target is not None and self.last_eval is not None and \
             self.last_eval["return_mean"] >= target
 
-    def _take_slots(self) -> dict[str, np.ndarray]:
-        """One slot from every worker, within the policy-lag bound (older ones are dropped
-        and counted), verified when ``infra.check_slots``; released once copied."""
-        infra = self.cfg.infra
+    # --- on-policy: staged batches ---------------------------------------------------------
+    def _enough_ready(self) -> bool:
+        """PPO: every worker has published a slot; APPO: ``batch_slots`` slots are
+        published in all."""
+        if self.cfg.algo.name == "ppo":
+            return all(r.has_ready_slot() for r in self.rings)
+        return sum(r.occupancy() for r in self.rings) >= self.cfg.batch_slots
+
+    def _choose(self) -> list[Ring]:
+        """The rings of the next batch's slots, once per slot taken: PPO every ring; APPO
+        one slot per ring with slots ready, in turns that carry over between batches, so
+        that no worker's ring is left to fill up while others are drained."""
+        if self.cfg.algo.name == "ppo":
+            return self.rings
+        ready = [r.occupancy() for r in self.rings]
+        chosen: list[Ring] = []
+        while len(chosen) < self.cfg.batch_slots:
+            i, self._turn = self._turn, (self._turn + 1) % len(self.rings)
+            if ready[i]:
+                ready[i] -= 1
+                chosen.append(self.rings[i])
+        return chosen
+
+    def _next_batch(self, wait: bool) -> StagedBatch | None:
+        """Stage the next batch: its slots within the policy-lag bound (older ones are
+        dropped and counted), CRC-checked when ``infra.check_slots``. Without ``wait``,
+        None when too few slots are ready."""
         while True:
-            self._wait(lambda: all(r.has_ready_slot() for r in self.rings))
-            dropped = drop_stale(self.rings, self.version, infra.max_policy_lag)
+            if not self._enough_ready():
+                if not wait:
+                    return None
+                self._wait(self._enough_ready)
+            dropped = drop_stale(self.rings, self.version, self.cfg.policy_lag_bound)
             if not dropped:
                 break
             self.dropped_slots += dropped
         with self.timer.stage("update_dataset"):
-            if infra.check_slots:
-                for r in self.rings:
-                    r.verify()
-            batch = gather(self.rings)
-            for r in self.rings:
-                r.release()
+            batch = self.stager.stage(self._choose(), self.cfg.infra.check_slots)
+            self.window.note_slots(batch.host, self.version)
+            self._last["ring_occupancy"] = \
+                sum(r.occupancy() for r in self.rings) / len(self.rings)
         return batch
 
     def _update(self) -> None:
-        """Wait for one slot from every worker, train on them, publish the new weights."""
+        """Train on the next batch and publish the new weights. On CUDA the batch after it
+        is staged while the update runs, when its slots are ready already."""
         algo = self.cfg.algo
-        batch = self._take_slots()
-        with self.timer.stage("update_dataset"):
-            occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
-            lag = self.version - int(batch["policy_version"].min())
-            tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+        batch, self._staged = self._staged or self._next_batch(wait=True), None
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
         with self.timer.stage("train"):
-            stats = self.algo.update(tensors, lr)
+            stats = self.algo.update(batch.use(), lr)
+            batch.done()
         self.version += 1
+        self.global_step += batch.steps
+        if self.device.type == "cuda":
+            if self.stager.asynchronous and self.global_step < algo.total_steps:
+                self._staged = self._next_batch(wait=False)
+            with self.timer.stage("train"):  # (until here only issued)
+                torch.cuda.current_stream(self.device).synchronize()
         self._publish()
-        self.global_step += batch["reward"].size
+        self.window.add_update(stats)
+        self._last["lr"] = lr
         self.weights.beat(time.monotonic_ns())
-        stats.update(episode_stats(batch), lr=lr, policy_lag=lag, ring_occupancy=occupancy,
-                     policy_version=self.version, dropped_stale_slots=self.dropped_slots,
-                     **self._timing())
-        self.metrics.put(("update", self.global_step, stats))
 
     def _timing(self) -> dict[str, float]:
         return timing_metrics("learner", self.timer.seconds())
 
+    # --- off-policy ------------------------------------------------------------------------
     def _offpolicy_round(self) -> None:
         """Ingest the slots the rate limiter admits, take the updates it admits (at most
         MAX_UPDATES_PER_ROUND, so evaluation and checkpoints stay on schedule), publish the
@@ -318,7 +325,7 @@ class Learner:
             raise Stopped
         feed, timer = self.feed, self.timer
         with timer.stage("update_dataset"):
-            ingested = feed.ingest()
+            ingested = feed.ingest(lambda slot: self.window.note_slots(slot, self.version))
         self.global_step = feed.inserted
         updates = 0
         while updates < MAX_UPDATES_PER_ROUND and feed.can_train():
@@ -328,33 +335,30 @@ class Learner:
                 stats, td_abs = self.algo.update(batch)
             with timer.stage("update_dataset"):
                 feed.update_priorities(td_abs)
-            for key, value in stats.items():
-                self._window[key] = self._window.get(key, 0.0) + value
+            self.window.add_update(stats)
             updates += 1
         if updates:
             self.version += updates
             self._publish()
-            self._window_updates += updates
         elif not ingested:
             self._wait(feed.can_ingest)
         self.weights.beat(time.monotonic_ns())
 
-    def _report_offpolicy(self) -> None:
-        """One ``update`` metrics message for the updates since the last one: their mean
-        losses, the episodes that ended, replay fill, sample age, samples per insert and
-        policy lag (updates between the weights a slot was collected with and now)."""
-        feed, n = self.feed, max(1, self._window_updates)
-        stats = {k: v / n for k, v in self._window.items()}
-        stats.update(feed.stats(), policy_version=self.version, **self._timing())
-        if feed.returns:
-            stats.update(ended_episode_stats(np.concatenate(feed.returns),
-                                             np.concatenate(feed.lengths)))
-        if feed.oldest_version is not None:
-            stats["policy_lag"] = self.version - feed.oldest_version
+    def _report(self) -> None:
+        """One ``update`` metrics message for the updates since the last one (every
+        ``log.metrics_every_s``): their mean losses (see fastrl.learner.report), the
+        episodes that ended, policy lag, and on-policy the last learning rate, ring
+        occupancy and slots dropped, off-policy the replay's fill, sample age and samples
+        per insert."""
+        stats = self.window.stats()
+        stats.update(self._last, policy_version=self.version, **self._timing())
+        if self.feed:
+            stats.update(self.feed.stats())
+        else:
+            stats["dropped_stale_slots"] = self.dropped_slots
         self.metrics.put(("update", self.global_step, stats))
-        feed.reset_window()
-        self._window, self._window_updates = {}, 0
-        self._next_report = time.monotonic() + REPORT_EVERY_S
+        self.window.reset()
+        self._next_report = time.monotonic() + self.cfg.log.metrics_every_s
 
     def drain(self) -> None:
         """``algo.name=none``: release every slot as soon as it is published and count its
@@ -372,7 +376,7 @@ class Learner:
                         ring.release()
                         self.global_step += steps_per_slot
                 if time.monotonic() >= next_report:
-                    next_report = time.monotonic() + REPORT_EVERY_S
+                    next_report = time.monotonic() + self.cfg.log.metrics_every_s
                     self.metrics.put(("update", self.global_step, self._timing()))
         except Stopped:
             self.stopped = True
@@ -392,9 +396,9 @@ class Learner:
             step = self._offpolicy_round if self.feed else self._update
             while self.global_step < algo.total_steps and not self._solved():
                 step()
-                if self.feed and (self.global_step >= algo.total_steps or
-                                  time.monotonic() >= self._next_report):
-                    self._report_offpolicy()  # (throttled: updates come by the thousand)
+                if self.global_step >= algo.total_steps or \
+                        time.monotonic() >= self._next_report:
+                    self._report()
                 if self.global_step >= self.next_eval:
                     self._evaluate()
                 if self.next_checkpoint <= self.global_step < algo.total_steps:
@@ -402,6 +406,8 @@ class Learner:
                         self._checkpoint(final=False)
                     while self.next_checkpoint <= self.global_step:
                         self.next_checkpoint += log.checkpoint_every_steps
+            if self.window.updates:  # solved between two reports
+                self._report()
             self.weights.mark_done()  # workers may park while we evaluate
             if self.global_step and self.eval_step != self.global_step:
                 self._evaluate()

@@ -11,6 +11,8 @@ neither trains on a starved buffer nor lets collection run arbitrarily far ahead
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -77,7 +79,7 @@ def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
 
 class ReplayFeed:
     """Moves slots from the rings into the replay buffer and draws training batches, as the
-    rate limiter allows; counts what the learner logs about it."""
+    rate limiter allows."""
 
     def __init__(self, cfg: MainConfig, obs_space, act_space, rings: list[Ring],
                  device: torch.device, seed: int) -> None:
@@ -95,17 +97,11 @@ class ReplayFeed:
         self.sampled = 0  # transitions drawn for training
         self._batch: dict[str, np.ndarray] | None = None
         self._turn = 0  # the ring whose slot is ingested next
-        self.reset_window()
 
-    def reset_window(self) -> None:
-        """Start a new reporting window of episode ends and policy lags."""
-        self.returns: list[np.ndarray] = []
-        self.lengths: list[np.ndarray] = []
-        self.oldest_version: int | None = None
-
-    def ingest(self) -> int:
+    def ingest(self, note: Callable[[dict[str, np.ndarray]], None]) -> int:
         """Copy ready slots into the buffer, and release them, while the limiter admits them
-        and ``algo.total_steps`` is not reached; returns the env steps ingested.
+        and ``algo.total_steps`` is not reached; returns the env steps ingested. ``note``
+        sees each slot first (the learner's episode and policy-lag statistics).
 
         The rings take turns, one slot each, and the turn carries over to the next call:
         draining the first ring while the limiter admits would starve the others (their
@@ -123,20 +119,11 @@ class ReplayFeed:
             if self.cfg.infra.check_slots:
                 ring.verify()
             self.buffer.add_slot(slot)
-            self._note_episodes(slot)
+            note(slot)
             ring.release()
             self.inserted += self.slot_steps
             steps += self.slot_steps
         return steps
-
-    def _note_episodes(self, slot: dict[str, np.ndarray]) -> None:
-        done = slot["terminated"] | slot["truncated"]
-        if done.any():
-            self.returns.append(slot["episode_return"][done])
-            self.lengths.append(slot["episode_length"][done])
-        version = int(slot["policy_version"].min())
-        if self.oldest_version is None or version < self.oldest_version:
-            self.oldest_version = version
 
     def can_train(self) -> bool:
         """True when the limiter admits one more batch (and n-step windows have completed

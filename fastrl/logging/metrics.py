@@ -6,28 +6,32 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
 from fastrl.timing import STAGES, format_table
 
-#: Every key of the metrics dictionary an update reports (``RunResult.metrics``,
-#: ``Callback.on_update``), with its meaning. ``<stage>`` is one of fastrl.timing.STAGES.
+#: Every key of the metrics dictionary the learner reports every ``log.metrics_every_s``
+#: (``RunResult.metrics``, ``Callback.on_update``), with its meaning; losses are means over
+#: the updates since the last report. ``<stage>`` is one of fastrl.timing.STAGES.
 #: In TensorBoard a key without a ``/`` is ``train/<key>``, a loss key ``loss/<key>``.
 METRICS: dict[str, str] = {
-    # PPO (one message per update)
-    "policy_loss": "PPO clipped surrogate loss (last minibatch mean)",
-    "value_loss": "PPO value loss",
-    "entropy": "policy entropy (PPO); SAC: -log pi of the sampled actions",
-    "approx_kl": "PPO approximate KL between the old and the new policy",
-    "clip_frac": "PPO fraction of ratios outside the clip range",
-    "grad_norm": "gradient norm before clipping (PPO, DQN)",
-    "explained_variance": "PPO: how much of the returns' variance the value head explains",
-    "lr": "PPO learning rate of this update",
-    "ring_occupancy": "PPO: published slots waiting per ring, after this batch was taken",
-    "dropped_stale_slots": "PPO: slots dropped so far for lagging past infra.max_policy_lag",
-    # DQN / SAC (one message per report, about 2 per second, means over its updates)
+    # PPO and APPO
+    "policy_loss": "PPO/APPO clipped surrogate loss",
+    "value_loss": "PPO/APPO value loss (APPO: towards the V-trace targets)",
+    "entropy": "policy entropy (PPO/APPO); SAC: -log pi of the sampled actions",
+    "approx_kl": "PPO/APPO approximate KL between the behaviour and the new policy",
+    "clip_frac": "PPO/APPO fraction of ratios outside the clip range",
+    "grad_norm": "gradient norm before clipping (PPO, APPO, DQN)",
+    "explained_variance": "PPO/APPO: how much of the returns' variance the value head explains",
+    "lr": "PPO/APPO learning rate of the last update",
+    "ring_occupancy": "PPO/APPO: published slots waiting per ring, after the last batch was "
+                      "taken",
+    "dropped_stale_slots": "PPO/APPO: slots dropped so far for lagging past "
+                           "infra.max_policy_lag",
+    # DQN / SAC
     "q_loss": "DQN: importance-weighted Huber TD loss; SAC: twin-Q MSE loss",
     "q_mean": "mean Q of the sampled (state, action) pairs",
     "td_abs_mean": "DQN: mean |TD error| of the batch",
@@ -38,7 +42,11 @@ METRICS: dict[str, str] = {
     "replay/sample_age": "mean transitions inserted since the last batch's were",
     # every algorithm
     "policy_version": "learner updates so far (the weights version workers act with)",
-    "policy_lag": "updates between the weights the oldest data was collected with and now",
+    "policy_lag": "largest lag, in policy versions, of the transitions taken since the last "
+                  "report (on-policy: when trained on; off-policy: when put in the replay)",
+    "policy_lag_mean": "their mean lag",
+    "policy_lag/histogram": "their lags as counts: entry k counts the transitions that lagged "
+                            "k versions (TensorBoard: a histogram)",
     "episode/return_mean": "mean return of the episodes that ended in this batch/report",
     "episode/return_std": "their standard deviation",
     "episode/return_min": "their minimum",
@@ -117,7 +125,10 @@ class MetricsLogger:
             for key, value in stats.items():
                 tag = f"loss/{key}" if key in self.LOSS_KEYS else (
                     key if "/" in key else f"train/{key}")
-                self._writer.add_scalar(tag, value, step)
+                if isinstance(value, list):
+                    self._histogram(tag, value, step)
+                else:
+                    self._writer.add_scalar(tag, value, step)
             self._writer.add_scalar("train/steps_per_sec", self.steps_per_sec, step)
         if self._progress:
             ret = "-" if self.last_return is None else f"{self.last_return:.1f}"
@@ -127,6 +138,18 @@ class MetricsLogger:
                               ([f"lag {lag:.0f}"] if lag else []))
             self._progress.update(self._task, completed=step, sps=self.steps_per_sec, ret=ret,
                                   health=health)
+
+    def _histogram(self, tag: str, counts: list[int], step: int) -> None:
+        """``counts[k]`` occurrences of the integer ``k`` as a TensorBoard histogram."""
+        values = np.arange(len(counts), dtype=np.float64)
+        n = np.asarray(counts, np.float64)
+        if n.sum() == 0:
+            return
+        present = values[n > 0]
+        self._writer.add_histogram_raw(
+            tag, min=present.min(), max=present.max(), num=n.sum(),
+            sum=float((values * n).sum()), sum_squares=float((values ** 2 * n).sum()),
+            bucket_limits=(values + 0.5).tolist(), bucket_counts=n.tolist(), global_step=step)
 
     def evaluation(self, step: int, result: dict[str, float], prefix: str = "eval") -> None:
         """Log one evaluation's results as ``<prefix>/<key>`` (``eval``: the learner's,

@@ -99,16 +99,25 @@ class Ring:
         """True when a published slot waits at ``read_seq``."""
         return self._read_seq < load_acquire(self.ctrl, WRITE_SEQ)
 
-    def read_slot(self) -> dict[str, np.ndarray]:
-        """Arrays of the oldest published slot; call only when :meth:`has_ready_slot`."""
-        return self._slot_views[self._read_seq % self.slots]
+    def read_slot(self, ahead: int = 0) -> dict[str, np.ndarray]:
+        """Arrays of the oldest published slot (``ahead``: of the one that many places
+        after it); call only when :meth:`occupancy` exceeds ``ahead``."""
+        return self._slot_views[(self._read_seq + ahead) % self.slots]
 
-    def verify(self) -> None:
-        """Raise :class:`TornSlot` unless the slot at ``read_seq`` matches its stamp."""
-        stored = int(self.read_slot()["checksum"])
-        actual = self._crc(self._read_seq)
+    def read_bytes(self) -> np.ndarray:
+        """The raw bytes of the slot :meth:`read_slot` returns, as one uint8 view (a whole
+        slot moves in one memcpy)."""
+        base = CONTROL_BYTES + (self._read_seq % self.slots) * self.layout.nbytes
+        return np.frombuffer(self._buf, np.uint8, self.layout.nbytes, base)
+
+    def verify(self, ahead: int = 0) -> None:
+        """Raise :class:`TornSlot` unless the slot :meth:`read_slot` returns for ``ahead``
+        matches its stamp."""
+        seq = self._read_seq + ahead
+        stored = int(self.read_slot(ahead)["checksum"])
+        actual = self._crc(seq)
         if stored != actual:
-            raise TornSlot(f"slot {self._read_seq} has CRC32 {actual:#010x}, its producer "
+            raise TornSlot(f"slot {seq} has CRC32 {actual:#010x}, its producer "
                            f"stamped {stored:#010x}: the ring delivered torn or corrupted data")
 
     def release(self) -> None:

@@ -395,7 +395,7 @@ def _check_sac(probe: _Probe, action: torch.Tensor) -> None:
 
 
 ALGO_CHECKS: dict[str, Callable[[_Probe, torch.Tensor], None]] = {
-    "ppo": _check_ppo, "dqn": _check_dqn, "sac": _check_sac}
+    "ppo": _check_ppo, "appo": _check_ppo, "dqn": _check_dqn, "sac": _check_sac}
 
 
 def check_module(module: nn.Module, algo_name: str, obs_space: gym.Space,

@@ -166,9 +166,9 @@ class RolloutWorker:
             self.act = policy_actor(self.policy)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
                                    self.beat)
-        # On-policy, slot k waits for the weights of update k - max_policy_lag; off-policy
+        # PPO: slot k waits for the weights of update k - max_policy_lag; APPO and off-policy
         # workers never wait: they act with the newest weights they have.
-        self.waits_for_weights = plan.trains and not algo.off_policy
+        self.waits_for_weights = algo.name == "ppo"
         if spec.resume_state:
             with open(spec.resume_state, "rb") as f:
                 state = pickle.load(f)  # our own checkpoint, its checksum verified
@@ -191,8 +191,7 @@ class RolloutWorker:
         return self.weights.run_over()
 
     def _weights_needed(self) -> int:
-        infra = self.spec.plan.cfg.infra
-        return max(0, self.ring.write_seq - infra.max_policy_lag) \
+        return max(0, self.ring.write_seq - self.spec.plan.cfg.policy_lag_bound) \
             if self.waits_for_weights else 0
 
     def ready(self) -> bool:

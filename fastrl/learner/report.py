@@ -1,0 +1,77 @@
+"""What the learner reports once per logging interval (``log.metrics_every_s``).
+
+Update statistics arrive as 0-d tensors on the learner's device and are summed there: they
+cross to the host in one transfer per report, not one per update (a transfer waits for the
+GPU to finish everything queued before it). Episode ends and policy lags come from the
+host copies of the slots, so noting them costs the device nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]:
+    """``episode/*`` statistics of ended episodes' returns and lengths (none: empty)."""
+    if not len(ret):
+        return {}
+    return {
+        "episode/return_mean": float(ret.mean()), "episode/return_std": float(ret.std()),
+        "episode/return_min": float(ret.min()), "episode/return_max": float(ret.max()),
+        "episode/length_mean": float(length.mean()), "episode/count": len(ret),
+    }
+
+
+class ReportWindow:
+    """Statistics gathered since the last report."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new window."""
+        self.updates = 0
+        self._sums: dict[str, torch.Tensor] = {}
+        self._returns: list[np.ndarray] = []
+        self._lengths: list[np.ndarray] = []
+        self._lags = np.zeros(1, np.int64)  # transitions by policy lag
+        self._noted = False
+
+    def add_update(self, stats: dict[str, torch.Tensor]) -> None:
+        """One update's statistics (summed on their device; :meth:`stats` averages)."""
+        for key, value in stats.items():
+            self._sums[key] = self._sums[key] + value if key in self._sums else value
+        self.updates += 1
+
+    def note_slots(self, host: dict[str, np.ndarray], version: int) -> None:
+        """The episodes that ended in a batch (or slot) and the policy lag of its
+        transitions, ``version`` being the learner's policy version when it took them."""
+        done = host["terminated"] | host["truncated"]
+        if done.any():
+            self._returns.append(host["episode_return"][done])
+            self._lengths.append(host["episode_length"][done])
+        counts = np.bincount(np.maximum(version - host["policy_version"].ravel(), 0))
+        if len(counts) > len(self._lags):
+            self._lags = np.pad(self._lags, (0, len(counts) - len(self._lags)))
+        self._lags[:len(counts)] += counts
+        self._noted = True
+
+    def stats(self) -> dict[str, float | list[int]]:
+        """Mean update statistics, ``episode/*`` of the episodes that ended, and the
+        policy lag: ``policy_lag`` (the largest), ``policy_lag_mean`` and
+        ``policy_lag/histogram`` (entry k: transitions that lagged k versions)."""
+        out: dict[str, float | list[int]] = {}
+        if self._sums:
+            keys = list(self._sums)
+            means = torch.stack([self._sums[k].float() for k in keys]) / self.updates
+            out.update(zip(keys, means.tolist()))  # the one device -> host transfer
+        if self._returns:
+            out.update(ended_episode_stats(np.concatenate(self._returns),
+                                           np.concatenate(self._lengths)))
+        if self._noted:
+            lags = np.arange(len(self._lags))
+            out["policy_lag"] = int(lags[self._lags > 0].max())
+            out["policy_lag_mean"] = float((lags * self._lags).sum() / self._lags.sum())
+            out["policy_lag/histogram"] = self._lags.tolist()
+        return out
