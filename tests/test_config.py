@@ -55,6 +55,9 @@ def test_help_lists_every_key_with_its_doc():
     ("algo.num_minibatches=7", ["algo.num_minibatches", "divide"]),
     ("algo.anneal_lr=maybe", ["algo.anneal_lr", "bool"]),
     ("algo.hidden_sizes=[]", ["algo.hidden_sizes", "positive"]),
+    ("infra.staging_depth=-1", ["infra.staging_depth", ">= 0"]),
+    ("log.metrics_every_s=-1", ["log.metrics_every_s", ">= 0"]),
+    ("algo.appo.rho_bar=0", ["algo.appo.rho_bar", "> 0"]),
 ])
 def test_bad_values_name_the_key_and_what_is_accepted(override, words):
     with pytest.raises(ConfigError) as err:
@@ -102,6 +105,30 @@ def test_minibatches_of_one_are_refused():
     with pytest.raises(ConfigError, match="at least 2"):
         load_config(None, ["infra.num_workers=1", "infra.envs_per_worker=1",
                            "infra.rollout_len=4", "algo.num_minibatches=4"])
+
+
+def test_appo_batch_and_lag_defaults():
+    ppo, appo = load_config(None, []), load_config(None, ["algo.name=appo"])
+    assert (ppo.policy_lag_bound, appo.policy_lag_bound) == (0, 16)
+    assert appo.batch_slots == appo.infra.num_workers == 2
+    wide = load_config(None, ["algo.name=appo", "algo.appo.batch_slots=3",
+                              "infra.max_policy_lag=4"])
+    assert (wide.batch_size, wide.policy_lag_bound) == (3 * 4 * 64, 4)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["algo.name=appo", "algo.appo.batch_slots=5"],
+     ["algo.appo.batch_slots=5", "infra.num_workers*infra.ring_slots=4", "wait for good"]),
+    (["algo.name=appo", "algo.appo.batch_slots=1", "algo.num_minibatches=3"],
+     ["algo.num_minibatches=3", "algo.appo.batch_slots*envs_per_worker*rollout_len=256"]),
+    (["algo.name=dqn", "infra.max_policy_lag=2"],
+     ["infra.max_policy_lag=2", "ppo or appo", "leave it unset"]),
+])
+def test_appo_settings_that_cannot_work_are_refused(overrides, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    for w in words:
+        assert w in str(err.value)
 
 
 def test_override_without_equals_is_an_error():

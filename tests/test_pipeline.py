@@ -159,6 +159,25 @@ def test_workers_run_ahead_within_max_policy_lag(tmp_path, no_shm_residue):
     assert 1 <= max(lags) <= 2
 
 
+def test_appo_workers_never_wait_for_weights_and_lag_stays_within_the_bound(tmp_path,
+                                                                         no_shm_residue):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    # A slow learner: APPO workers keep collecting with old weights (PPO's would wait), so
+    # slots lag; those past the bound are dropped, the rest are trained on.
+    proc = run_train([*TINY, "algo.name=appo", "algo.total_steps=4096",
+                      "infra.max_policy_lag=1", "infra.ring_slots=3", "algo.update_epochs=30",
+                      "log.metrics_every_s=0"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    acc = EventAccumulator(str(run_dir_of(tmp_path) / "tb"), size_guidance={"histograms": 0})
+    acc.Reload()
+    lags = [e.value for e in acc.Scalars("train/policy_lag")]
+    assert max(lags) == 1
+    assert acc.Scalars("train/dropped_stale_slots")[-1].value > 0
+    hist = acc.Histograms("policy_lag/histogram")
+    assert hist and max(h.histogram_value.max for h in hist) == 1
+
+
 def test_too_little_shared_memory_is_refused_before_allocating(tmp_path, no_shm_residue):
     proc = run_train([*TINY, "infra.rollout_len=1000000", "infra.envs_per_worker=100000",
                       "algo.num_minibatches=1"], tmp_path)

@@ -72,6 +72,22 @@ def ring_shape(cfg, slot_bytes: int) -> dict:
             "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs)}
 
 
+def take_turns(ready: list[int], need: int, turn: int) -> tuple[list[int], int]:
+    """APPO's pick of ``need`` slots from rings with ``ready[i]`` published slots: one per
+    ring with slots left, round after round, starting at ring ``turn``; returns the ring
+    indices (a ring once per slot) and the turn the next pick starts at. The turn carries
+    over so that no worker's ring is left to fill up while the others are drained."""
+    if sum(ready) < need:
+        raise ValueError(f"{need} slots wanted, {sum(ready)} ready")
+    left, picks = list(ready), []
+    while len(picks) < need:
+        if left[turn]:
+            left[turn] -= 1
+            picks.append(turn)
+        turn = (turn + 1) % len(left)
+    return picks, turn
+
+
 def drop_stale(rings: list[Ring], version: int, max_lag: int) -> int:
     """Release, unread, every slot at the head of a ring whose data lags ``version`` by more
     than ``max_lag`` policy versions; returns how many were dropped."""
@@ -258,19 +274,12 @@ class Learner:
         return sum(r.occupancy() for r in self.rings) >= self.cfg.batch_slots
 
     def _choose(self) -> list[Ring]:
-        """The rings of the next batch's slots, once per slot taken: PPO every ring; APPO
-        one slot per ring with slots ready, in turns that carry over between batches, so
-        that no worker's ring is left to fill up while others are drained."""
+        """The rings of the next batch's slots, once per slot taken."""
         if self.cfg.algo.name == "ppo":
             return self.rings
-        ready = [r.occupancy() for r in self.rings]
-        chosen: list[Ring] = []
-        while len(chosen) < self.cfg.batch_slots:
-            i, self._turn = self._turn, (self._turn + 1) % len(self.rings)
-            if ready[i]:
-                ready[i] -= 1
-                chosen.append(self.rings[i])
-        return chosen
+        picks, self._turn = take_turns([r.occupancy() for r in self.rings],
+                                       self.cfg.batch_slots, self._turn)
+        return [self.rings[i] for i in picks]
 
     def _next_batch(self, wait: bool) -> StagedBatch | None:
         """Stage the next batch: its slots within the policy-lag bound (older ones are

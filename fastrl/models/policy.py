@@ -62,9 +62,12 @@ class PolicyHead:
     _act_start: int
 
     def _dist(self, head: torch.Tensor) -> Distribution:
+        # Argument validation reads values back to the host: on a GPU each check would wait
+        # for every kernel queued before it, so the learner's hot loop skips it there.
+        validate = None if head.device.type == "cpu" else False  # None: torch's default
         if self.continuous:
-            return Normal(head, self.log_std.exp())
-        return Categorical(logits=head)
+            return Normal(head, self.log_std.exp(), validate_args=validate)
+        return Categorical(logits=head, validate_args=validate)
 
     def _log_prob_entropy(self, dist: Distribution, flat_action: torch.Tensor):
         if self.continuous:
