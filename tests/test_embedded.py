@@ -50,10 +50,10 @@ def config(tmp_path, *overrides: str):
 def test_callbacks_metrics_schema_custom_scalars_and_timing(tmp_path, no_shm_residue, capsys):
     rec = Recorder()
     cfg = config(tmp_path, "algo.total_steps=2048", "log.checkpoint_every_steps=1024",
-                 "log.eval_every_steps=1024", "log.console=true")
+                 "log.eval_every_steps=1024", "log.console=true", "log.metrics_every_s=0")
     result = Trainer(cfg, env_fn=make_cartpole, callbacks=[rec]).fit()
     assert result.global_step == 2048
-    # every update reached the callback, with the documented metrics only
+    # every update reached the callback (a report per update), with documented metrics only
     assert [s for s, _ in rec.updates] == list(range(64, 2049, 64))  # 2 workers x 2 envs x 16 steps
     undocumented = {k for _, m in rec.updates for k in m if not metric_documented(k)}
     assert not undocumented, f"metrics missing from fastrl.logging.metrics.METRICS: {undocumented}"
@@ -87,6 +87,15 @@ class Boom(Callback):
         if step >= 512:
             raise RuntimeError("callback failed on purpose")
 
+
+
+def test_metrics_are_reported_once_per_interval_and_at_the_end(tmp_path, no_shm_residue):
+    rec = Recorder()
+    cfg = config(tmp_path, "algo.total_steps=1024", "log.metrics_every_s=1000")
+    Trainer(cfg, env_fn=make_cartpole, callbacks=[rec]).fit()
+    # the first update opens the interval; the last one is always reported
+    assert [s for s, _ in rec.updates] == [64, 1024]
+    assert rec.updates[-1][1]["policy_version"] == 16  # every update counted, 15 unreported
 
 def test_a_failing_callback_stops_the_run_and_fit_reraises(tmp_path, no_shm_residue):
     cfg = config(tmp_path, *ENDLESS)
