@@ -13,7 +13,9 @@ from fastrl.learner.staging import (
     DEVICE_FIELDS,
     CudaStager,
     HostStager,
+    RawBatch,
     SyncStager,
+    field_views,
     make_stager,
 )
 from fastrl.memory.layout import trajectory_layout
@@ -119,6 +121,25 @@ def test_a_torn_slot_is_caught_when_verifying(stager):
     s.stage([a, b], verify=True).done()  # first slots intact
     with pytest.raises(TornSlot):
         s.stage([a, b], verify=True)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_raw_slot_bytes_become_the_batch(n):
+    # What the CUDA stager does on the device (one memcpy per slot, one transfer, per-field
+    # views and a rearrangement), checked here on the CPU.
+    rings = [make_ring(20 + i) for i in range(n)]
+    want = expected(rings)
+    pinned = np.stack([r.read_bytes() for r in rings])
+    host = field_views(pinned, LAYOUT)
+    for name, view in host.items():  # [n, ...] views of every field, slot by slot
+        for b, r in enumerate(rings):
+            np.testing.assert_array_equal(view[b], r.read_slot()[name], err_msg=name)
+    batch = RawBatch(LAYOUT, n, torch.device("cpu"))
+    batch.raw.copy_(torch.from_numpy(pinned))
+    batch.rearrange()
+    for name in DEVICE_FIELDS:
+        np.testing.assert_array_equal(batch.tensors[name].numpy(), want[name], err_msg=name)
+        assert batch.tensors[name].is_contiguous()
 
 
 def test_make_stager_picks_by_depth_and_device():

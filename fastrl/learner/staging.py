@@ -181,48 +181,65 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.empty(0, dtype)).dtype
 
 
-class _CudaEntry:
-    """One pool entry: pinned host bytes and device buffers for ``n`` slots, and the events
-    that say when each may be reused."""
+def field_views(raw: np.ndarray, layout: SlotLayout) -> dict[str, np.ndarray]:
+    """Every field of the ``n`` slots held as raw bytes in ``raw`` (``[n, slot bytes]``
+    uint8, C-contiguous), as ``[n, *field shape]`` views."""
+    flat = raw.reshape(-1)
+    views = {}
+    for f in layout.fields:
+        one = np.ndarray(f.shape, f.dtype, buffer=flat, offset=layout.offsets[f.name])
+        views[f.name] = np.ndarray((len(raw), *f.shape), f.dtype, buffer=flat,
+                                   offset=layout.offsets[f.name],
+                                   strides=(layout.nbytes, *one.strides))
+    return views
 
-    def __init__(self, layout: SlotLayout, device: torch.device, n: int) -> None:
-        nbytes = layout.nbytes
+
+class RawBatch:
+    """``n`` slots as raw bytes in one ``[n, slot bytes]`` uint8 tensor on ``device`` (one
+    transfer moves them all), and the batch's :data:`DEVICE_FIELDS` as tensors there."""
+
+    def __init__(self, layout: SlotLayout, n: int, device: torch.device) -> None:
         self.n = n
-        self.pinned = torch.empty((n, nbytes), dtype=torch.uint8, pin_memory=True)
-        pinned_np = self.pinned.numpy().reshape(-1)
-        # [n, T, E, ...] host views of every field (statistics read them in place)
-        self.host = {}
-        for f in layout.fields:
-            one = np.ndarray(f.shape, f.dtype, buffer=pinned_np, offset=layout.offsets[f.name])
-            self.host[f.name] = np.ndarray((n, *f.shape), f.dtype, buffer=pinned_np,
-                                           offset=layout.offsets[f.name],
-                                           strides=(nbytes, *one.strides))
-        self.raw = torch.empty((n, nbytes), dtype=torch.uint8, device=device)
-        self.sources, self.tensors = {}, {}
+        self.raw = torch.empty((n, layout.nbytes), dtype=torch.uint8, device=device)
+        self.sources: dict[str, torch.Tensor] = {}  # [n, T, E, ...] / [n, E, ...] views
+        self.tensors: dict[str, torch.Tensor] = {}
         for f in layout.fields:
             if f.name not in DEVICE_FIELDS:
                 continue
             start = layout.offsets[f.name]
             src = self.raw[:, start:start + f.nbytes].view(torch_dtype(f.dtype))
-            self.sources[f.name] = src.view(n, *f.shape)  # [n, T, E, ...] / [n, E, ...]
-            if n == 1 or f.name == PER_ENV:  # already [T, E] / [n*E]: a view, no copy
-                self.tensors[f.name] = self.sources[f.name].flatten(0, 1) \
-                    if f.name == PER_ENV else self.sources[f.name][0]
+            self.sources[f.name] = src.view(n, *f.shape)
+            # One slot is already the batch: a view of the raw bytes, no copy. Several are
+            # rearranged into buffers of their own (slots are not adjacent per field).
+            self.tensors[f.name] = self.sources[f.name][0] if n == 1 else torch.empty(
+                _batch_shape(f.name, f.shape, n), dtype=src.dtype, device=device)
+
+    def rearrange(self) -> None:
+        """``[n, T, E, ...]`` -> ``[T, n*E, ...]`` (``[n, E, ...]`` -> ``[n*E, ...]``), on
+        the current stream."""
+        if self.n == 1:
+            return
+        for name, dst in self.tensors.items():
+            src = self.sources[name]
+            if name == PER_ENV:
+                dst.view(src.shape).copy_(src)
             else:
-                self.tensors[f.name] = torch.empty(_batch_shape(f.name, f.shape, n),
-                                                   dtype=src.dtype, device=device)
+                dst.view(src.shape[1], self.n, *src.shape[2:]).copy_(src.transpose(0, 1))
+
+
+class _CudaEntry:
+    """One pool entry: pinned host bytes and a :class:`RawBatch` on the device for ``n``
+    slots, and the events that say when each may be reused."""
+
+    def __init__(self, layout: SlotLayout, device: torch.device, n: int) -> None:
+        self.n = n
+        self.pinned = torch.empty((n, layout.nbytes), dtype=torch.uint8, pin_memory=True)
+        self.host = field_views(self.pinned.numpy(), layout)  # statistics read these
+        self.device = RawBatch(layout, n, device)
         self.copied = torch.cuda.Event()  # pinned bytes transferred, device batch ready
         self.consumed = torch.cuda.Event()  # the compute stream is done with the batch
         self.issued = False  # ``copied`` was recorded at least once
         self.outstanding = False  # staged, not yet done()
-
-    def rearrange(self) -> None:
-        """``[n, T, E, ...]`` -> ``[T, n*E, ...]`` on the device, on the current stream."""
-        for name, dst in self.tensors.items():
-            if dst.data_ptr() == self.sources[name].data_ptr() or name == PER_ENV:
-                continue  # a view of the raw bytes
-            src = self.sources[name]
-            dst.view(src.shape[1], self.n, *src.shape[2:]).copy_(src.transpose(0, 1))
 
 
 class CudaStager(Stager):
@@ -268,8 +285,8 @@ class CudaStager(Stager):
             if entry.issued:
                 self.stream.wait_event(entry.consumed)  # the last update read these buffers
             start = self._event()
-            entry.raw.copy_(entry.pinned, non_blocking=True)
-            entry.rearrange()
+            entry.device.raw.copy_(entry.pinned, non_blocking=True)
+            entry.device.rearrange()
             entry.copied.record(self.stream)
             if start is not None:
                 self.copy_spans.append((start, self._event()))
@@ -286,7 +303,7 @@ class CudaStager(Stager):
             if spans and spans[0] is not None:
                 self.compute_spans.append((spans[0], self._event()))
 
-        return StagedBatch(entry.tensors, entry.host, entry.n * self.slot_steps, use, done)
+        return StagedBatch(entry.device.tensors, entry.host, entry.n * self.slot_steps, use, done)
 
     def _event(self) -> torch.cuda.Event | None:
         """A timing event recorded on the current stream when profiling, else None."""
