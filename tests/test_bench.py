@@ -10,11 +10,15 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from fastrl.bench.__main__ import median, parse_args
+from fastrl.bench.learner import LoopbackRing, learner_config, synthetic_slot
 from fastrl.bench.measure import Snapshot, skipped, summarize
 from fastrl.bench.report import plot_scaling
 from fastrl.envs.heavy import spin_iters_for
+from fastrl.memory.weights import SharedWeights
+from fastrl.plan import plan_run
 
 
 def test_steps_per_cpu_second_from_known_process_times():
@@ -126,3 +130,70 @@ def test_heavy_cartpole_is_cartpole_plus_fixed_work():
         assert np.array_equal(o1, o2)
         o1, o2 = heavy.step(a)[0], plain.step(a)[0]
     assert iters > 100 and heavy.spec.max_episode_steps == 500
+
+
+def test_new_scenarios_are_accepted_and_listed_in_the_help(monkeypatch, capsys):
+    names = ["train", "train-appo", "learner", "learner-appo"]
+    assert parse_args(["--scenario", ",".join(names)]).scenario == names
+    monkeypatch.setenv("COLUMNS", "1000")  # no line breaks inside the names
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    help_text = capsys.readouterr().out
+    for name in names:
+        assert f"{name} (" in help_text
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_synthetic_slot_is_valid_for_the_spaces(env_id):
+    plan = plan_run(learner_config("learner", env_id, {}, 1, 4, 5, 2))
+    slot = synthetic_slot(plan)
+    obs_shape, act_shape = plan.obs_space.shape, plan.act_space.shape
+    assert all(plan.obs_space.contains(o) for o in slot["obs"].reshape(-1, *obs_shape))
+    assert all(plan.obs_space.contains(o) for o in slot["bootstrap_obs"])
+    assert all(plan.act_space.contains(a.astype(plan.act_space.dtype))
+               for a in slot["action"].reshape(-1, *act_shape))
+    for name in ("reward", "log_prob", "value"):
+        assert np.isfinite(slot[name]).all(), name
+    assert not (slot["terminated"] & slot["truncated"]).any()
+
+
+def test_loopback_ring_keeps_every_slot_published_until_the_run_is_over():
+    plan = plan_run(learner_config("learner", "CartPole-v1", {}, 1, 2, 4, 2))
+    weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(plan.num_params))),
+                            plan.num_params)
+    slot = synthetic_slot(plan)
+    ring = LoopbackRing.filled(plan.layout, 3, weights, slot)
+    for _ in range(10):  # far more releases than slots
+        assert ring.occupancy() == 3
+        np.testing.assert_array_equal(ring.read_slot()["obs"], slot["obs"])
+        ring.release()
+    weights.request_stop()
+    for left in (3, 2, 1):  # the workers are gone: what is published drains
+        assert ring.occupancy() == left
+        ring.release()
+    assert not ring.has_ready_slot()
+
+
+@pytest.mark.timeout(120)
+def test_learner_scenario_measures_staging_on_and_off(tmp_path, no_shm_residue):
+    proc = subprocess.run(
+        [sys.executable, "-m", "fastrl.bench", "--scenario", "learner", "--workers", "2",
+         "--envs-per-worker", "4", "--rollout-len", "16", "--duration", "0.3", "--warmup",
+         "0.1", "--repeats", "2", "--peers", "", "--no-plot", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    rows = {r["system"]: r for r in doc["medians"]}
+    on, off = rows["fastrl learner staging on"], rows["fastrl learner staging off"]
+    for row in (on, off):
+        assert row["steps"] > 0 and row["steps_per_sec"] > 0 and row["workers"] == 2, row
+    ratio = float(re.search(r"on/off (\d+\.\d+)x", on["note"]).group(1))
+    assert 0 < ratio < float("inf")
+    assert [len(rounds) for rounds in doc["repeats"]] == [2, 2]
+    if torch.cuda.is_available():
+        assert on["note"].startswith("CudaStager on cuda") and "hidden behind compute" in \
+            on["note"]
+    else:
+        assert on["note"].startswith("HostStager on cpu")
+    assert off["note"].startswith("SyncStager")
+    assert "fastrl learner" in proc.stdout and "on/off" in proc.stdout

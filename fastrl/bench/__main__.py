@@ -17,6 +17,7 @@ from pathlib import Path
 
 from fastrl.bench import peers
 from fastrl.bench.fastrl_runs import SCENARIOS, run_fastrl
+from fastrl.bench.learner import LEARNER_SCENARIOS, SideResult, print_learner, run_learner
 from fastrl.bench.measure import Result, failed
 from fastrl.bench.replay import print_replay, run_replay
 from fastrl.bench.report import plot_scaling, print_table, write_json
@@ -27,6 +28,9 @@ from fastrl.rollout.envs import EnvError
 from fastrl.supervisor import ChildFailed
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
+IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process
+# What a measurement may raise that becomes a row saying so (run_repeats)
+MEASUREMENT_ERRORS = (ConfigError, EnvError, ChildFailed, TimeoutError, RuntimeError, OSError)
 
 
 def _ints(text: str) -> list[int]:
@@ -66,11 +70,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The bench's options (see --help)."""
     p = argparse.ArgumentParser(prog="python -m fastrl.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", type=_names((*SCENARIOS, "replay")), default=["collect"],
+    p.add_argument("--scenario", type=_names((*SCENARIOS, *IN_PROCESS)), default=["collect"],
                    help="comma-separated: collect (random actions, env stepping + ring "
                         "writes), collect-policy (policy forward in the loop), train (PPO end "
-                        "to end), replay (fastrl.replay against numpy and cpprb, in one "
-                        "process; --duration per comparison). Default: collect")
+                        "to end), train-appo (APPO end to end, same workers and envs), "
+                        "learner (the PPO learner alone on synthetic slots, in this process: "
+                        "samples/s with batch staging on vs off, --repeats alternating "
+                        "rounds, on CUDA the copy time hidden behind compute), learner-appo "
+                        "(the same for APPO), replay (fastrl.replay against numpy and cpprb, "
+                        "in one process; --duration per comparison). Default: collect")
     p.add_argument("--env", type=lambda t: [v for v in t.split(",") if v],
                    default=["CartPole-v1"],
                    help="comma-separated env ids fastrl runs (fastrl/CartPole-v1 is fastrl's "
@@ -127,14 +135,23 @@ def main(argv: list[str] | None = None) -> int:
     extra = ["infra.pin_workers=true"] if args.pin else []
 
     jobs: list[tuple[str, object]] = []  # (label, zero-argument measurement)
+    learner_jobs: list[tuple[str, object]] = []  # (label, measurement of both sides)
     for scenario in args.scenario:
         if scenario == "replay":
             continue  # one run of its own below: it has no env and no workers
         for env_id in env_ids:
             for w in args.workers:
-                jobs.append((f"fastrl {scenario} {env_id} w={w}", partial(
-                    run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
-                    args.rollout_len, extra=extra, label_env=env_id != peer_env, **window)))
+                label = f"fastrl {scenario} {env_id} w={w}"
+                if scenario in LEARNER_SCENARIOS:
+                    learner_jobs.append((label, partial(
+                        run_learner, scenario, env_id, kwargs, w, args.envs_per_worker,
+                        args.rollout_len, rounds=args.repeats,
+                        label_env=env_id != peer_env, **window)))
+                else:
+                    jobs.append((label, partial(
+                        run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
+                        args.rollout_len, extra=extra, label_env=env_id != peer_env,
+                        **window)))
     if "raw" in args.peers:
         jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))
     for w in args.workers:
@@ -157,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             runs = run_repeats(job, args.repeats)
         except KeyboardInterrupt:
-            interrupted = True
-            print("interrupted: reporting what was measured so far", file=sys.stderr)
+            interrupted = _interrupted()
             break
         print(f"{label}: " + ", ".join(f"{r.steps_per_sec:,.0f}" for r in runs) + " steps/s"
               + (f" ({runs[0].note})" if runs[0].note else ""), file=sys.stderr)
@@ -170,19 +186,33 @@ def main(argv: list[str] | None = None) -> int:
                                   args.duration):
                 replay.append(row)
         except KeyboardInterrupt:
-            interrupted = True
-            print("interrupted: reporting what was measured so far", file=sys.stderr)
+            interrupted = _interrupted()
+    learner: list[SideResult] = []
+    for label, job in learner_jobs:
+        if interrupted:
+            break
+        try:
+            sides = run_sides(job)
+        except KeyboardInterrupt:
+            interrupted = _interrupted()
+            break
+        print(f"{label}: " + ", ".join(f"{s.median.steps_per_sec:,.0f} samples/s "
+                                       f"({s.median.note})" for s in sides), file=sys.stderr)
+        learner += sides
     results = [median(rs) for rs in repeats]
     raw = next((r.steps_per_sec for r in results if r.system == "raw loop"), None)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    if results or not replay:
+    if results or not (replay or learner):
         print_table(results, raw)
     if replay:
         print_replay(replay)
+    if learner:
+        print_learner([s.median for s in learner])
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    write_json(args.out / "bench.json", options, results + replay,
-               repeats + [[r] for r in replay])
+    write_json(args.out / "bench.json", options,
+               results + replay + [s.median for s in learner],
+               repeats + [[r] for r in replay] + [s.rounds for s in learner])
     print(f"wrote {args.out / 'bench.json'}")
     if not args.no_plot:
         if plot_scaling(args.out / "scaling.png", results, raw):
@@ -193,6 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     return 130 if interrupted else 0
 
 
+def _interrupted() -> bool:
+    """Say that the bench stops at a Ctrl-C and reports what it has; True."""
+    print("interrupted: reporting what was measured so far", file=sys.stderr)
+    return True
+
+
+def failure_row(job, error: Exception) -> Result:
+    """The row of a measurement that raised: what went wrong, in one line."""
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return failed(job, f"failed: {type(error).__name__}: {first}")
+
+
 def run_repeats(job, repeats: int) -> list[Result]:
     """``repeats`` measurements (one for a skipped peer); a failure becomes a row that says
     what went wrong instead of ending the whole bench."""
@@ -200,13 +242,22 @@ def run_repeats(job, repeats: int) -> list[Result]:
     for _ in range(repeats):
         try:
             r = job()
-        except (ConfigError, EnvError, ChildFailed, TimeoutError, RuntimeError, OSError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            r = failed(job, f"failed: {type(e).__name__}: {first}")
+        except MEASUREMENT_ERRORS as e:
+            r = failure_row(job, e)
         runs.append(r)
         if r.note:
             break
     return runs
+
+
+def run_sides(job) -> list[SideResult]:
+    """A learner measurement (both sides, every round); a failure becomes one row that says
+    what went wrong."""
+    try:
+        return job()
+    except MEASUREMENT_ERRORS as e:
+        row = failure_row(job, e)
+        return [SideResult(row, [row])]
 
 
 if __name__ == "__main__":

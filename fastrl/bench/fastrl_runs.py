@@ -16,6 +16,7 @@ SCENARIOS = {
     "collect": ["algo.name=none", "algo.random_actions=true"],
     "collect-policy": ["algo.name=none"],
     "train": ["algo.name=ppo"],
+    "train-appo": ["algo.name=appo"],  # the same workers and envs as train: PPO vs APPO
 }
 START_TIMEOUT_S = 120.0
 
