@@ -264,7 +264,7 @@ def test_dqn_and_sac_update_on_the_learner_device(device):
               TwinQ(obs_space, act_space, [8]).to(device), cfg)
     batch["action"] = torch.rand(16, 2, device=device) * 2 - 1
     stats, td = sac.update(batch)
-    assert td.device.type == device and all(np.isfinite(v) for v in stats.values())
+    assert td.device.type == device and all(np.isfinite(float(v)) for v in stats.values())
     state = sac.state_dict()
     sac.load_state_dict(state)
     assert sac.log_alpha.device.type == device

@@ -31,7 +31,8 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
             *SCENARIOS[scenario], f"env.id={env_id}", f"infra.num_workers={workers}",
             f"infra.envs_per_worker={envs_per_worker}", f"infra.rollout_len={rollout_len}",
             "algo.total_steps=1000000000000", "algo.target_return=null",
-            "log.eval_every_steps=1000000000000", "log.console=false",
+            "log.eval_every_steps=1000000000000", "log.checkpoint_every_steps=1000000000000",
+            "log.console=false",
             "log.tensorboard=false", f"log.run_dir={tmp}", "algo.num_minibatches=1", *extra,
         ])
         cfg.env.kwargs = dict(env_kwargs)

@@ -305,6 +305,10 @@ class Learner:
         """Train on the next batch and publish the new weights. On CUDA the batch after it
         is staged while the update runs, when its slots are ready already."""
         algo = self.cfg.algo
+        # Slots may be ready for good (APPO's workers never wait): look for a stop request
+        # here too, but only once the batch staged ahead, if any, has been trained on.
+        if self._staged is None and self._should_stop():
+            raise Stopped
         batch, self._staged = self._staged or self._next_batch(wait=True), None
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
         with self.timer.stage("train"):
