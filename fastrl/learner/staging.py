@@ -97,6 +97,25 @@ def _take(ring: Ring, verify: bool, ahead: int = 0) -> dict[str, np.ndarray]:
     return ring.read_slot(ahead)
 
 
+def _read_slots(rings: list[Ring], verify: bool) -> list[dict[str, np.ndarray]]:
+    """The slot at each listed ring's read cursor; a ring listed twice gives the slot after
+    the one before (nothing is released yet)."""
+    ahead: dict[int, int] = {}
+    slots = []
+    for ring in rings:
+        k = ahead[id(ring)] = ahead.get(id(ring), -1) + 1
+        slots.append(_take(ring, verify, k))
+    return slots
+
+
+def _concatenate(fields: list, slots: list[dict[str, np.ndarray]],
+                 out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Every field of ``slots`` concatenated along the env axis (into ``out`` if given)."""
+    return {f.name: np.concatenate([s[f.name] for s in slots], _env_axis(f.name),
+                                   out=None if out is None else out[f.name])
+            for f in fields}
+
+
 def _env_axis(name: str) -> int:
     """The axis along which the slots of field ``name`` are concatenated: envs."""
     return 0 if name == PER_ENV else 1
@@ -110,12 +129,7 @@ class SyncStager(Stager):
         self.device = device
 
     def stage(self, rings: list[Ring], verify: bool = False) -> StagedBatch:
-        slots, ahead = [], {}
-        for ring in rings:  # a ring listed twice gives the slot after the one just taken
-            k = ahead[id(ring)] = ahead.get(id(ring), -1) + 1
-            slots.append(_take(ring, verify, k))
-        host = {f.name: np.concatenate([s[f.name] for s in slots], _env_axis(f.name))
-                for f in self.fields}
+        host = _concatenate(self.fields, _read_slots(rings, verify))
         for ring in rings:
             ring.release()
         tensors = {k: torch.from_numpy(host[k]).to(self.device) for k in DEVICE_FIELDS}
@@ -139,16 +153,9 @@ class HostStager(Stager):
             host = _take(ring, verify)
             return StagedBatch(self._tensors(host), host, self.slot_steps,
                                _done=lambda: self._finish(ring))
-        host = self._buffers_for(len(rings))
-        for b, ring in enumerate(rings):
-            slot = _take(ring, verify)
-            for f in self.fields:
-                e = slot[f.name].shape[_env_axis(f.name)]
-                cols = slice(b * e, (b + 1) * e)
-                if f.name == PER_ENV:
-                    host[f.name][cols] = slot[f.name]
-                else:
-                    host[f.name][:, cols] = slot[f.name]
+        host = _concatenate(self.fields, _read_slots(rings, verify),
+                            self._buffers_for(len(rings)))
+        for ring in rings:
             ring.release()
         return StagedBatch(self._tensors(host), host, len(rings) * self.slot_steps,
                            _done=self._finish)
