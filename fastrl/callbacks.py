@@ -9,6 +9,8 @@ and ``fit()`` re-raises its exception.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class Callback:
     """Subclass and override the hooks you need; the defaults do nothing.
@@ -17,9 +19,11 @@ class Callback:
     :data:`fastrl.logging.metrics.METRICS` (losses, ``episode/*``, ``timing/*``, ...).
     """
 
-    def on_update(self, step: int, metrics: dict[str, float]) -> dict[str, float] | None:
-        """After each reported learner update (PPO: every update; DQN/SAC: every report,
-        about twice a second), ``step`` env steps in."""
+    def on_update(self, step: int, metrics: dict[str, Any]) -> dict[str, float] | None:
+        """After each learner report (every ``log.metrics_every_s``: losses averaged over
+        the updates since the last one), ``step`` env steps in. The values are floats but
+        ``policy_lag/histogram``, a list of counts (entry k: transitions that lagged k
+        policy versions)."""
         return None
 
     def on_eval(self, step: int, result: dict[str, float],

@@ -429,6 +429,16 @@ def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
             f"config key 'infra.max_policy_lag={infra.max_policy_lag}' only applies to "
             f"algo.name=ppo or appo: {algo.name} never drops slots for their lag{bound}; "
             "leave it unset")
+    defaults = MainConfig()
+    if algo.name != "appo" and algo.appo != defaults.algo.appo:
+        raise ConfigError(f"config section 'algo.appo' ({algo.appo}) only applies to "
+                          f"algo.name=appo, not {algo.name}; leave it at its defaults")
+    if algo.name == "appo" and algo.gae_lambda != defaults.algo.gae_lambda:
+        raise ConfigError(f"config key 'algo.gae_lambda={algo.gae_lambda}' is GAE's, which "
+                          "appo does not use: set algo.appo.vtrace_lambda instead")
+    if not algo.on_policy and infra.staging_depth != defaults.infra.staging_depth:
+        raise ConfigError(f"config key 'infra.staging_depth={infra.staging_depth}' only "
+                          f"applies to algo.name=ppo or appo, not {algo.name}")
     if cfg.log.eval_on_checkpoint and algo.name == "none":
         raise ConfigError("config key 'log.eval_on_checkpoint=true' needs training: "
                           "algo.name=none writes no checkpoints to evaluate")

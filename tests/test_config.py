@@ -121,6 +121,10 @@ def test_appo_batch_and_lag_defaults():
      ["algo.appo.batch_slots=5", "infra.num_workers*infra.ring_slots=4", "wait for good"]),
     (["algo.name=appo", "algo.appo.batch_slots=1", "algo.num_minibatches=3"],
      ["algo.num_minibatches=3", "algo.appo.batch_slots*envs_per_worker*rollout_len=256"]),
+    (["algo.appo.batch_slots=3"], ["algo.appo", "only applies to algo.name=appo, not ppo"]),
+    (["algo.name=appo", "algo.gae_lambda=0.9"], ["algo.gae_lambda=0.9",
+                                                 "algo.appo.vtrace_lambda"]),
+    (["algo.name=dqn", "infra.staging_depth=0"], ["infra.staging_depth=0", "not dqn"]),
     (["algo.name=dqn", "infra.max_policy_lag=2"],
      ["infra.max_policy_lag=2", "ppo or appo", "leave it unset"]),
 ])

@@ -107,3 +107,23 @@ def test_evaluation_cuts_episodes_of_envs_without_a_time_limit():
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])
     result = evaluate(policy, EnvSource("scripted_envs:Count-v0"), [0, 1], max_steps=50)
     assert result["length_mean"] == 50 and result["return_mean"] == 50
+
+
+def test_stale_final_observations_never_reach_the_network():
+    # final_obs is written only where an episode was truncated; elsewhere the ring holds
+    # stale bytes (zeros at first), which a Discrete(4, start=10) network cannot one-hot.
+    from gymnasium import spaces
+
+    policy = ActorCritic(spaces.Discrete(4, start=10), spaces.Discrete(2), [8])
+    T, N = 4, 3
+    truncated = torch.zeros(T, N, dtype=torch.bool)
+    truncated[1, 0] = True
+    final_obs = torch.zeros(T, N, dtype=torch.int64)
+    final_obs[1, 0] = 12
+    batch = {"obs": torch.randint(10, 14, (T, N)), "action": torch.randint(0, 2, (T, N)),
+             "reward": torch.ones(T, N), "terminated": torch.zeros(T, N, dtype=torch.bool),
+             "truncated": truncated, "log_prob": torch.full((T, N), -0.69),
+             "value": torch.zeros(T, N), "final_obs": final_obs,
+             "bootstrap_obs": torch.randint(10, 14, (N,))}
+    stats = PPO(policy, AlgoConfig(num_minibatches=2)).update(batch, 1e-3)
+    assert torch.isfinite(stats["policy_loss"]) and torch.isfinite(stats["value_loss"])

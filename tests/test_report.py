@@ -74,3 +74,16 @@ def test_ppo_update_statistics_stay_on_the_device():
         stats = algo.update(batch, 1e-3)
         assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in stats.values())
         assert all(torch.isfinite(v) for v in stats.values()), (name, stats)
+
+
+def test_a_nan_statistic_is_averaged_over_the_updates_that_had_one():
+    # explained variance is NaN for a batch of equal returns: it must not blank the report
+    w = ReportWindow()
+    nan = torch.tensor(float("nan"))
+    w.add_update({"explained_variance": nan, "value_loss": torch.tensor(2.0)})
+    w.add_update({"explained_variance": torch.tensor(0.5), "value_loss": torch.tensor(4.0)})
+    stats = w.stats()
+    assert stats["explained_variance"] == pytest.approx(0.5) and stats["value_loss"] == 3.0
+    w.reset()
+    w.add_update({"explained_variance": nan})
+    assert np.isnan(w.stats()["explained_variance"])

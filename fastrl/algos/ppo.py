@@ -63,13 +63,19 @@ class PPO:
                     values: torch.Tensor) -> torch.Tensor:
         """The value of the state after each step of the same episode (see the module doc):
         ``values[t+1]``, the bootstrap observation's after the last step, the real final
-        observation's where truncated. Every final observation is evaluated, and the
-        truncated ones picked on the device: a data-dependent branch would wait for the GPU.
+        observation's where truncated. The value of every step's final observation is
+        computed, and the truncated ones picked on the device: a data-dependent branch
+        would wait for the GPU.
         """
         bootstrap = self.policy.value(batch["bootstrap_obs"])
         after = torch.cat([values[1:], bootstrap[None]])
-        final = self.policy.value(batch["final_obs"].flatten(0, 1)).view_as(values)
-        return torch.where(batch["truncated"], final, after)
+        truncated = batch["truncated"]
+        # final_obs holds stale bytes (zeros at first) where no episode was truncated: the
+        # network sees the step's own observation there instead, always a valid one.
+        where = truncated.view(*truncated.shape, *[1] * (batch["obs"].dim() - 2))
+        final_obs = torch.where(where, batch["final_obs"], batch["obs"])
+        final = self.policy.value(final_obs.flatten(0, 1)).view_as(values)
+        return torch.where(truncated, final, after)
 
     @torch.no_grad()
     def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -306,7 +306,7 @@ class Learner:
         is staged while the update runs, when its slots are ready already."""
         algo = self.cfg.algo
         # Slots may be ready for good (APPO's workers never wait): look for a stop request
-        # here too, but only once the batch staged ahead, if any, has been trained on.
+        # here too (no batch is staged ahead once one was made, see _may_stage_ahead).
         if self._staged is None and self._should_stop():
             raise Stopped
         batch, self._staged = self._staged or self._next_batch(wait=True), None
@@ -317,7 +317,7 @@ class Learner:
         self.version += 1
         self.global_step += batch.steps
         if self.device.type == "cuda":
-            if self.stager.asynchronous and self.global_step < algo.total_steps:
+            if self._may_stage_ahead():
                 self._staged = self._next_batch(wait=False)
             with self.timer.stage("train"):  # (until here only issued)
                 torch.cuda.current_stream(self.device).synchronize()
@@ -325,6 +325,14 @@ class Learner:
         self.window.add_update(stats)
         self._last["lr"] = lr
         self.weights.beat(time.monotonic_ns())
+
+    def _may_stage_ahead(self) -> bool:
+        """Stage the next batch while this update runs only if the next update is certain to
+        train on it: its slots are released once staged, so a batch staged before an
+        evaluation, a checkpoint, the end or a stop would be in no checkpoint."""
+        return self.stager.asynchronous and not self.weights.stop_requested() and \
+            self.global_step < min(self.cfg.algo.total_steps, self.next_eval,
+                                   self.next_checkpoint)
 
     def _timing(self) -> dict[str, float]:
         return timing_metrics("learner", self.timer.seconds())

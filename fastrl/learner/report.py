@@ -33,15 +33,25 @@ class ReportWindow:
         """Start a new window."""
         self.updates = 0
         self._sums: dict[str, torch.Tensor] = {}
+        self._counts: dict[str, torch.Tensor] = {}  # updates whose value was not NaN
         self._returns: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
         self._lags = np.zeros(1, np.int64)  # transitions by policy lag
         self._noted = False
 
     def add_update(self, stats: dict[str, torch.Tensor]) -> None:
-        """One update's statistics (summed on their device; :meth:`stats` averages)."""
+        """One update's statistics, summed on their device; :meth:`stats` averages each over
+        the updates where it was not NaN (explained variance is NaN for a batch of equal
+        returns: one such batch must not blank the whole report)."""
         for key, value in stats.items():
-            self._sums[key] = self._sums[key] + value if key in self._sums else value
+            value = torch.as_tensor(value)
+            valid = ~torch.isnan(value)
+            value = torch.where(valid, value, 0.0)
+            if key in self._sums:
+                self._sums[key] = self._sums[key] + value
+                self._counts[key] = self._counts[key] + valid
+            else:
+                self._sums[key], self._counts[key] = value, valid.long()
         self.updates += 1
 
     def note_slots(self, host: dict[str, np.ndarray], version: int) -> None:
@@ -64,7 +74,7 @@ class ReportWindow:
         out: dict[str, float | list[int]] = {}
         if self._sums:
             keys = list(self._sums)
-            means = torch.stack([self._sums[k].float() for k in keys]) / self.updates
+            means = torch.stack([self._sums[k].float() / self._counts[k] for k in keys])
             out.update(zip(keys, means.tolist()))  # the one device -> host transfer
         if self._returns:
             out.update(ended_episode_stats(np.concatenate(self._returns),

@@ -272,6 +272,10 @@ class CudaStager(Stager):
         if pool is None:
             pool = self._pools[n] = [_CudaEntry(self.layout, self.device, n)
                                      for _ in range(self.depth)]
+            # The new buffers come from the compute stream's memory pool: the copy stream
+            # writes them only after whatever that stream queued before (it may have used
+            # the same memory last).
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
         entry = pool[self._turn % self.depth]
         self._turn += 1
         return entry
