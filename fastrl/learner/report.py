@@ -32,26 +32,28 @@ class ReportWindow:
     def reset(self) -> None:
         """Start a new window."""
         self.updates = 0
-        self._sums: dict[str, torch.Tensor] = {}
-        self._counts: dict[str, torch.Tensor] = {}  # updates whose value was not NaN
+        self._keys: tuple[str, ...] | None = None  # the statistics' names, in order
+        self._sums: torch.Tensor | None = None  # their sums (NaN counted as 0) ...
+        self._counts: torch.Tensor | None = None  # ... over the updates where not NaN
         self._returns: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
         self._lags = np.zeros(1, np.int64)  # transitions by policy lag
         self._noted = False
 
     def add_update(self, stats: dict[str, torch.Tensor]) -> None:
-        """One update's statistics, summed on their device; :meth:`stats` averages each over
-        the updates where it was not NaN (explained variance is NaN for a batch of equal
-        returns: one such batch must not blank the whole report)."""
-        for key, value in stats.items():
-            value = torch.as_tensor(value)
-            valid = ~torch.isnan(value)
-            value = torch.where(valid, value, 0.0)
-            if key in self._sums:
-                self._sums[key] = self._sums[key] + value
-                self._counts[key] = self._counts[key] + valid
-            else:
-                self._sums[key], self._counts[key] = value, valid.long()
+        """One update's statistics, summed on their device as one vector (a handful of
+        tensor ops per update, whatever the number of statistics); :meth:`stats` averages
+        each over the updates where it was not NaN (explained variance is NaN for a batch
+        of equal returns: one such batch must not blank the whole report)."""
+        keys = tuple(stats)
+        values = torch.stack(list(stats.values())).float()
+        if self._keys is None:
+            self._keys = keys
+            self._sums, self._counts = torch.zeros_like(values), torch.zeros_like(values)
+        elif keys != self._keys:
+            raise ValueError(f"update statistics {keys} differ from the window's {self._keys}")
+        self._counts.add_(values == values)  # (False for NaN)
+        self._sums.add_(values.nan_to_num(0.0, posinf=torch.inf, neginf=-torch.inf))
         self.updates += 1
 
     def note_slots(self, host: dict[str, np.ndarray], version: int) -> None:
@@ -72,10 +74,9 @@ class ReportWindow:
         policy lag: ``policy_lag`` (the largest), ``policy_lag_mean`` and
         ``policy_lag/histogram`` (entry k: transitions that lagged k versions)."""
         out: dict[str, float | list[int]] = {}
-        if self._sums:
-            keys = list(self._sums)
-            means = torch.stack([self._sums[k].float() / self._counts[k] for k in keys])
-            out.update(zip(keys, means.tolist()))  # the one device -> host transfer
+        if self._keys is not None:
+            means = self._sums / self._counts
+            out.update(zip(self._keys, means.tolist()))  # the one device -> host transfer
         if self._returns:
             out.update(ended_episode_stats(np.concatenate(self._returns),
                                            np.concatenate(self._lengths)))
