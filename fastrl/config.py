@@ -199,7 +199,12 @@ class InfraConfig:
     pin_workers: bool = _f(False, "pin worker i to CPU core i mod cores")
     runtime: str = _f("local", "local: workers and learner in their own processes; serial: "
                       "everything in the calling process, for breakpoints in envs and "
-                      "losses (same algorithm and policy code)", choices=("local", "serial"))
+                      "losses (same algorithm and policy code); ray: workers as Ray actors, "
+                      "spread over the nodes of a Ray cluster (pip install '.[ray]')",
+                      choices=("local", "serial", "ray"))
+    ray_address: str | None = _f(
+        None, "runtime=ray: the Ray cluster to join ('auto', or the head's HOST:PORT; run "
+        "fastrl on a node of it, the learner's); null: start a local Ray for this run")
 
 
 @dataclass
@@ -442,9 +447,12 @@ def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
     if cfg.log.eval_on_checkpoint and algo.name == "none":
         raise ConfigError("config key 'log.eval_on_checkpoint=true' needs training: "
                           "algo.name=none writes no checkpoints to evaluate")
-    if infra.pin_workers and infra.runtime == "serial":
+    if infra.pin_workers and infra.runtime != "local":
         raise ConfigError("config key 'infra.pin_workers=true' needs infra.runtime=local: "
-                          "the serial runtime steps every worker in the calling process")
+                          f"the {infra.runtime} runtime places the workers itself")
+    if infra.ray_address is not None and infra.runtime != "ray":
+        raise ConfigError(f"config key 'infra.ray_address={infra.ray_address}' only applies "
+                          f"to infra.runtime=ray, not {infra.runtime}")
 
 
 def _sections(node: Any, prefix: str = "") -> Any:

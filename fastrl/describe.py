@@ -10,9 +10,11 @@ A config that :func:`fastrl.config.check_values` rejects exits 2 with the reason
 
 ``--json`` prints the same content as one JSON object (exact bytes where the text rounds):
 
-- ``run``: ``env_id``, ``algo``, ``seed``, ``total_steps``, ``runtime`` (local | serial),
-  ``processes``: ``supervisor``, ``learner``, ``workers`` (own processes, 0 under serial),
-  ``checkpoint_eval`` (1 with ``log.eval_on_checkpoint``), ``total``.
+- ``run``: ``env_id``, ``algo``, ``seed``, ``total_steps``, ``runtime`` (local | serial |
+  ray), ``processes``: ``supervisor``, ``learner``, ``workers`` (own processes, 0 under
+  serial and ray), ``ray_actors`` (the workers under ray, else 0), ``checkpoint_eval`` (1
+  with ``log.eval_on_checkpoint``), ``total`` (local processes, actors not included);
+  ``ray_address`` (under ray: the cluster, null for a local Ray started for the run).
 - ``env``: ``id``, ``source`` (``gymnasium.make``, ``env.fn``, ``env.vector_fn`` or
   ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
   ``observation_space``, ``action_space``.
@@ -78,12 +80,13 @@ def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
     return {
         "run": {"env_id": cfg.env.id, "algo": cfg.algo.name, "seed": cfg.seed,
                 "total_steps": cfg.algo.total_steps, "runtime": cfg.infra.runtime,
-                "processes": _processes(cfg)},
+                "processes": _processes(cfg), "ray_address": cfg.infra.ray_address},
         "env": _env_part(plan),
         "rollout": _rollout_part(cfg, policy),
         "buffer": _buffer_part(plan),
         "learner": _learner_part(plan, policy),
-        "weights": {"transport": f"{_memory(cfg)}-memory seqlock",
+        "weights": {"transport": f"{_memory(cfg)}-memory seqlock" + (
+            ", broadcast to the actors through Ray's object store" if _ray(cfg) else ""),
                     "num_params": plan.num_params, "bytes": plan.weights_bytes},
         "logging": _logging_part(plan, run_dir or _new_run_dir(cfg)),
         "supervisor": _supervisor_part(cfg),
@@ -93,6 +96,10 @@ def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
 
 def _serial(cfg: MainConfig) -> bool:
     return cfg.infra.runtime == "serial"
+
+
+def _ray(cfg: MainConfig) -> bool:
+    return cfg.infra.runtime == "ray"
 
 
 def _memory(cfg: MainConfig) -> str:
@@ -107,9 +114,11 @@ def _class_name(cls: type) -> str:
 def _processes(cfg: MainConfig) -> dict[str, int]:
     """Processes of the run by role (the checkpoint evaluator runs one at a time)."""
     own = 0 if _serial(cfg) else 1
-    counts = {"supervisor": 1, "learner": own, "workers": own * cfg.infra.num_workers,
+    actors = cfg.infra.num_workers if _ray(cfg) else 0
+    counts = {"supervisor": 1, "learner": own,
+              "workers": 0 if actors else own * cfg.infra.num_workers,
               "checkpoint_eval": int(cfg.log.eval_on_checkpoint)}
-    return {**counts, "total": sum(counts.values())}
+    return {**counts, "ray_actors": actors, "total": sum(counts.values())}
 
 
 def _factory_name(ref: Any) -> str:
@@ -291,8 +300,13 @@ def _runtime_line(report: dict[str, Any]) -> str:
     if run["runtime"] == "serial":
         extra = " (+ the checkpoint evaluator)" if processes["checkpoint_eval"] else ""
         return f"runtime serial: everything runs in the calling process{extra}"
-    return (f"runtime {run['runtime']}: {_plural(processes['total'], 'process', 'processes')} "
+    line = (f"runtime {run['runtime']}: {_plural(processes['total'], 'process', 'processes')} "
             f"({_process_list(processes)})")
+    if run["runtime"] == "ray":
+        cluster = f"the Ray cluster at {run['ray_address']}" if run["ray_address"] else \
+            "a local Ray started for the run"
+        line += f" + {_plural(processes['ray_actors'], 'worker actor')} on {cluster}"
+    return line
 
 
 def _env_text(env: dict[str, Any]) -> str:
@@ -324,9 +338,14 @@ def _link(label: str) -> list[str]:
 
 
 def _rollout_lines(report: dict[str, Any]) -> list[str]:
-    r, serial = report["rollout"], report["run"]["runtime"] == "serial"
-    workers = f"{_plural(r['workers'], 'worker')} stepped in the calling process" if serial \
-        else _plural(r["processes"], "worker process", "worker processes")
+    r, runtime = report["rollout"], report["run"]["runtime"]
+    if runtime == "serial":
+        workers = f"{_plural(r['workers'], 'worker')} stepped in the calling process"
+    elif runtime == "ray":
+        workers = (f"{_plural(r['workers'], 'worker')} as Ray actors (one CPU each, spread "
+                   "over the cluster's nodes)")
+    else:
+        workers = _plural(r["processes"], "worker process", "worker processes")
     return [
         f"{workers} on {r['device'].upper()}, {_threads(r['torch_threads'], ' each')}",
         f"{r['envs_per_worker']:,} envs each, {r['total_envs']:,} in total: "
@@ -409,9 +428,11 @@ def _supervisor_lines(report: dict[str, Any]) -> list[str]:
     if not s["restarts_workers"]:
         return [head, "runs workers and learner in turn in this process; no worker restarts",
                 "no shared-memory segments: rings and weights are in process memory"]
-    workers = report["run"]["processes"]["workers"]
+    processes = report["run"]["processes"]
+    workers = _plural(processes["workers"], "worker") if processes["workers"] else \
+        _plural(processes["ray_actors"], "worker actor")
     return [head,
-            f"spawns the learner and {_plural(workers, 'worker')}; restarts a worker silent "
+            f"spawns the learner and {workers}; restarts a worker silent "
             f"{s['worker_timeout_s']:g} s (at most {s['max_restarts']} in "
             f"{s['restart_window_s']:g} s)",
             f"owns {_plural(shm['segments'], 'shared-memory segment')}, "
@@ -426,6 +447,8 @@ def render(report: dict[str, Any]) -> str:
             f"seed {run['seed']}", _runtime_line(report)]
     to_buffer = "shared memory, lock-free cursors" if shared else \
         "process memory (serial runtime)"
+    if run["runtime"] == "ray":
+        to_buffer = "Ray's object store, then the supervisor's relay into " + to_buffer
     lines = [*head, "┌" + "─" * (WIDTH - 2) + "┐",
              *_box("ROLLOUT WORKER LAYER", "fastrl/rollout/", _rollout_lines(report)),
              *_link(to_buffer),

@@ -74,13 +74,23 @@ def report_crash(run_dir: str, who: str, exc: BaseException, context: str = "") 
     """Write what the supervisor will show of ``exc``: a ``context`` line (which env), then
     the message alone for the errors fastrl words itself (bad env), the full traceback for
     anything else."""
-    path = crash_report_path(run_dir, who)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    write_crash(run_dir, who, crash_text(exc, context))
+
+
+def crash_text(exc: BaseException, context: str = "") -> str:
+    """The report of ``exc`` that :func:`report_crash` writes."""
     if isinstance(exc, EnvError):
         text = f"{type(exc).__name__}: {exc}\n"
     else:
         text = "".join(traceback.format_exception(exc))
-    path.write_text(f"{context}\n{text}" if context else text)
+    return f"{context}\n{text}" if context else text
+
+
+def write_crash(run_dir: str | Path, who: str, text: str) -> None:
+    """Leave ``text`` as the report of child ``who``'s crash, for the supervisor."""
+    path = crash_report_path(run_dir, who)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def read_crash(run_dir: str | Path, who: str) -> str | None:

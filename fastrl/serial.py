@@ -20,7 +20,7 @@ from fastrl.logging.events import RunEvents
 from fastrl.memory.ring import INCARNATION, Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
-from fastrl.rollout.worker import RolloutWorker, WorkerSpec
+from fastrl.rollout.worker import RolloutWorker, WorkerSpec, load_parked
 from fastrl.timing import StageTimer
 
 
@@ -58,7 +58,8 @@ def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedW
         for i, ring in enumerate(rings):
             workers.append(RolloutWorker(
                 WorkerSpec(plan, i, "", "", str(run_dir), os.getpid(), ring.get(INCARNATION),
-                           worker_states.get(i)), ring, weights, timer))
+                           worker_states.get(i)), ring, weights, timer,
+                load_parked(worker_states.get(i))))
         learner.run()
     finally:
         for worker in workers:

@@ -51,6 +51,7 @@ from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
 from fastrl.process import become_child, crash_report_path, read_crash, report_crash
+from fastrl.ray_runtime import RayWorkers
 from fastrl.rollout.envs import EnvSource
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
 from fastrl.serial import run_serial
@@ -152,6 +153,7 @@ class Supervisor:
         self._evaluating: str | None = None  # the checkpoint being evaluated now
         self._in_user_code = False  # serial runtime: this thread runs envs and callbacks
         self._checkpoint_evals: dict[str, dict[str, float]] = {}
+        self._ray: RayWorkers | None = None  # infra.runtime=ray: the actors and their relay
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -213,6 +215,8 @@ class Supervisor:
         with self._signals_handled():  # kept through the cleanup below
             try:
                 self._make_memory(owner, serial)
+                if self.cfg.infra.runtime == "ray":
+                    self._ray = RayWorkers(plan, self.run_dir, self._rings, self._weights)
                 worker_states = self._restore_rings() if self.resume else {}
                 resume = str(self.resume.path) if self.resume else None
                 if serial:
@@ -240,6 +244,9 @@ class Supervisor:
                 if self._weights is not None:
                     self._weights.request_stop()
                 self._stop_children(grace)
+                if self._ray is not None:  # (its relay writes the rings: before the unlink)
+                    self._ray.close()
+                    self._ray = None
                 # An exception's traceback keeps this frame and the processes (their args
                 # hold the queue) alive: drop them, so that the queue's semaphores leave
                 # /dev/shm now rather than whenever the traceback is collected.
@@ -361,6 +368,11 @@ class Supervisor:
 
     def _start_worker(self, i: int, resume_state: str | None = None) -> None:
         ring = self._rings[i]
+        if self._ray is not None:
+            name = f"worker {i}"
+            self._procs[name] = self._ray.start_worker(i, ring.get(INCARNATION), resume_state)
+            self._started_ns[name] = time.monotonic_ns()
+            return
         self._start(f"worker {i}", run_worker, WorkerSpec(
             self._plan, i, self._ring_names[i], self._weights_name,
             str(self.run_dir), os.getpid(), ring.get(INCARNATION), resume_state))

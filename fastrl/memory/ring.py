@@ -80,6 +80,11 @@ class Ring:
         """Arrays of the slot to fill next; call only when :meth:`has_free_slot`."""
         return self._slot_views[self._write_seq % self.slots]
 
+    def write_bytes(self) -> np.ndarray:
+        """The raw bytes of the slot :meth:`write_slot` returns, as one uint8 view (a slot
+        that arrives whole from elsewhere is put in with one memcpy)."""
+        return self._raw(self._write_seq)
+
     def stamp(self) -> None:
         """Store the CRC32 of the slot to publish next in its ``checksum`` field."""
         self.write_slot()["checksum"][...] = self._crc(self._write_seq)
@@ -107,7 +112,10 @@ class Ring:
     def read_bytes(self) -> np.ndarray:
         """The raw bytes of the slot :meth:`read_slot` returns, as one uint8 view (a whole
         slot moves in one memcpy)."""
-        base = CONTROL_BYTES + (self._read_seq % self.slots) * self.layout.nbytes
+        return self._raw(self._read_seq)
+
+    def _raw(self, seq: int) -> np.ndarray:
+        base = CONTROL_BYTES + (seq % self.slots) * self.layout.nbytes
         return np.frombuffer(self._buf, np.uint8, self.layout.nbytes, base)
 
     def verify(self, ahead: int = 0) -> None:

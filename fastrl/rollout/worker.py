@@ -96,24 +96,30 @@ def _terminate_on_request(ring: Ring) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def _park(spec: WorkerSpec, collector: Collector, write_seq: int) -> None:
-    """At the end of the run, leave this worker's state for the learner's final checkpoint,
-    so that a resumed run continues these very episodes."""
-    state = {"write_seq": write_seq, "collector": collector.state(), "rng": rng_state()}
-    try:
-        blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError) as e:
-        print(f"fastrl worker {spec.worker_id}: its envs cannot be pickled ({e}); a resumed "
-              "run will start them on fresh episodes", file=sys.stderr)
-        return
-    write_atomically(parked_path(spec.run_dir, spec.worker_id, write_seq), blob)
+def load_parked(path: str | None) -> dict | None:
+    """The worker state a parked file holds (our own checkpoint, its checksum verified), or
+    None for no file."""
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def weights_needed(plan: RunPlan, seq: int) -> int:
+    """The oldest weights version slot ``seq`` may be collected with: PPO's slot k waits for
+    the weights of update k - max_policy_lag; APPO and off-policy workers never wait (they
+    act with the newest weights they have, any version from 0)."""
+    if plan.cfg.algo.name != "ppo":
+        return 0
+    return max(0, seq - plan.cfg.policy_lag_bound)
 
 
 def _worker_loop(spec: WorkerSpec) -> None:
     plan = spec.plan
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
     ring = Ring(ring_shm.buf, plan.layout, plan.cfg.infra.ring_slots)
-    worker = RolloutWorker(spec, ring, SharedWeights(weights_shm.buf, plan.num_params))
+    worker = RolloutWorker(spec, ring, SharedWeights(weights_shm.buf, plan.num_params),
+                           state=load_parked(spec.resume_state))
     _terminate_on_request(ring)
     try:
         while True:
@@ -137,7 +143,7 @@ class RolloutWorker:
     """
 
     def __init__(self, spec: WorkerSpec, ring: Ring, weights: SharedWeights,
-                 timer: StageTimer | None = None) -> None:
+                 timer: StageTimer | None = None, state: dict | None = None) -> None:
         plan = spec.plan
         cfg, infra = plan.cfg, plan.cfg.infra
         self.spec, self.ring, self.weights = spec, ring, weights
@@ -166,12 +172,7 @@ class RolloutWorker:
             self.act = policy_actor(self.policy)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
                                    self.beat)
-        # PPO: slot k waits for the weights of update k - max_policy_lag; APPO and off-policy
-        # workers never wait: they act with the newest weights they have.
-        self.waits_for_weights = algo.name == "ppo"
-        if spec.resume_state:
-            with open(spec.resume_state, "rb") as f:
-                state = pickle.load(f)  # our own checkpoint, its checksum verified
+        if state is not None:  # a parked state (load_parked) to continue from
             self.collector.restore(state["collector"])
             set_rng_state(state["rng"])
         # The ring outlives a restarted worker: its counters continue where the last one was.
@@ -190,20 +191,16 @@ class RolloutWorker:
         self.beat()
         return self.weights.run_over()
 
-    def _weights_needed(self) -> int:
-        return max(0, self.ring.write_seq - self.spec.plan.cfg.policy_lag_bound) \
-            if self.waits_for_weights else 0
-
     def ready(self) -> bool:
         """True when a slot is free and the weights it must be collected with exist."""
-        return self.ring.has_free_slot() and \
-            self.weights.version(self.should_stop) >= self._weights_needed()
+        needed = weights_needed(self.spec.plan, self.ring.write_seq)
+        return self.ring.has_free_slot() and self.weights.version(self.should_stop) >= needed
 
     def wait_until_ready(self) -> None:
         """Wait (counted as ``waiting``) until :meth:`ready`; raises Stopped."""
         with self.timer.stage("waiting"):
             wait_until(self.ring.has_free_slot, self.should_stop)
-            needed = self._weights_needed()
+            needed = weights_needed(self.spec.plan, self.ring.write_seq)
             wait_until(lambda: self.weights.version(self.should_stop) >= needed,
                        self.should_stop)
 
@@ -243,10 +240,27 @@ class RolloutWorker:
             ring.set(counter, self.base[counter] + self.timer.ns[stage]
                      - self._timer_base[stage])
 
+    def parked_state(self) -> bytes | None:
+        """At the end of a training run, the state that continues these episodes (what
+        :func:`load_parked` reads back), or None when there is none to keep."""
+        if not self.spec.plan.trains:
+            return None
+        state = {"write_seq": self.ring.write_seq, "collector": self.collector.state(),
+                 "rng": rng_state()}
+        try:
+            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            print(f"fastrl worker {self.spec.worker_id}: its envs cannot be pickled ({e}); a "
+                  "resumed run will start them on fresh episodes", file=sys.stderr)
+            return None
+
     def park(self) -> None:
-        """At the end of a training run, leave the state that continues these episodes."""
-        if self.spec.plan.trains:
-            _park(self.spec, self.collector, self.ring.write_seq)
+        """At the end of a training run, leave this worker's state for the learner's final
+        checkpoint, so that a resumed run continues these very episodes."""
+        blob = self.parked_state()
+        if blob is not None:
+            write_atomically(parked_path(self.spec.run_dir, self.spec.worker_id,
+                                         self.ring.write_seq), blob)
 
     def close(self) -> None:
         """Store the last wait's time and close the envs."""

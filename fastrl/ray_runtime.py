@@ -1,0 +1,341 @@
+"""``infra.runtime=ray``: rollout workers as Ray actors, spread over the nodes of a cluster.
+
+The supervisor, the learner, the rings and the weights stay where ``python -m fastrl.train``
+runs (the node with the GPU): the learner reads the same rings as with local workers, and
+the algorithm code does not know the difference. What changes is who writes the rings: a
+relay thread in the supervisor process.
+
+- **Slots.** Each worker is a :class:`~fastrl.rollout.remote.RemoteWorker` actor. The relay
+  asks it for one slot at a time (at most ``PIPELINE`` calls queued, each holding a free
+  slot of the learner's ring), and copies a slot into the ring and publishes it only once
+  its bytes have arrived whole through Ray's object store. An actor that dies mid-call never
+  returns its slot, so nothing torn is ever read, just as with a worker process.
+- **Weights.** When the learner's weights version moves, the relay copies them out of the
+  seqlock, puts them into the object store once, and sends that reference, with the same
+  version number, with each worker's next call: a broadcast every node fetches once.
+  PPO's rule (slot k waits for the weights of update k - max_policy_lag) is applied before a
+  call is made, so a remote worker never waits.
+- **Supervision.** Each actor has a process-like handle (:class:`ActorHandle`), so the
+  supervisor restarts dead and hung actors, counts restarts and gives up exactly as it does
+  for worker processes. Heartbeats are per call: a call in flight longer than
+  ``infra.worker_timeout_s`` is a hung worker.
+- **Placement.** The actors take one CPU each in a placement group with the SPREAD strategy:
+  Ray places them over as many nodes as have room.
+
+Without ``infra.ray_address``, a local Ray is started for the run and shut down with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fastrl.checkpoint import parked_path, write_atomically
+from fastrl.memory.ring import HEARTBEAT_NS, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
+from fastrl.memory.weights import SharedWeights
+from fastrl.plan import RunPlan
+from fastrl.process import write_crash
+from fastrl.rollout.remote import COUNTERS, RemoteWorker, WorkerCrash
+from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
+
+PIPELINE = 2  # calls queued per actor: the next slot is filled while the last one travels
+PLACEMENT_TIMEOUT_S = 120.0  # for the cluster to find a CPU for every worker
+WAIT_S = 0.005  # the relay's longest sleep while nothing arrives
+EXIT_DIED = -signal.SIGKILL  # an actor whose process or node went away
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed, cannot be reached, or cannot place the workers."""
+
+
+def import_ray():
+    """The ``ray`` module, or :class:`RayUnavailable` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("infra.runtime=ray needs Ray, an optional extra: pip install -c "
+                             "constraints.txt -e '.[ray]'") from None
+    return ray
+
+
+@dataclass
+class ActorHandle:
+    """A worker actor seen as a process by the supervisor: ``exitcode`` stays None while it
+    runs; 0 after it finished at the end of the run; 1 (or EXIT_BROKEN_ENV) after it failed,
+    its report in the run's errors folder; minus a signal number after it was ended or died.
+    """
+
+    worker_id: int
+    actor: Any
+    ray: Any
+    lock: threading.RLock  # the relay's: it reads results while the supervisor ends actors
+    pid: int | str = "?"  # the actor's pid, once it has started
+    node: str = "?"
+    exitcode: int | None = None
+    started: bool = False
+    calls: deque = field(default_factory=deque)  # (ref, kind) in call order
+    version_sent: int = -1
+    idle_since_ns: int | None = None
+
+    def is_alive(self) -> bool:
+        """True until the actor finished, failed or was ended."""
+        return self.exitcode is None
+
+    def end(self, exitcode: int) -> None:
+        """Kill the actor (if it still runs) and drop its calls: no later result is read."""
+        with self.lock:
+            if self.exitcode is None:
+                self.exitcode = exitcode
+                self.ray.kill(self.actor, no_restart=True)
+            self.calls.clear()
+
+    def terminate(self) -> None:
+        """End the actor now (a Ray actor has no graceful SIGTERM; its envs die with it)."""
+        self.end(-signal.SIGTERM)
+
+    def kill(self) -> None:
+        """End the actor now."""
+        self.end(-signal.SIGKILL)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Nothing to wait for: an ended handle reads no more results."""
+
+
+class RayWorkers:
+    """The Ray side of a run: the connection, the placement group, the worker actors and the
+    relay thread that moves their slots into ``rings`` and the learner's weights to them."""
+
+    def __init__(self, plan: RunPlan, run_dir: Path, rings: list[Ring],
+                 weights: SharedWeights) -> None:
+        self.ray = ray = import_ray()
+        self.plan, self.run_dir, self.rings, self.weights = plan, Path(run_dir), rings, weights
+        self.handles: dict[int, ActorHandle] = {}
+        self._lock = threading.RLock()  # handles and rings: the relay vs the supervisor
+        self._closing = threading.Event()
+        self._failure: BaseException | None = None
+        self._params = np.empty(plan.num_params, np.float32)
+        self._weights_ref: tuple[int, Any] = (-1, None)
+        self.relay_ns = {"get": 0, "copy": 0, "slots": 0}  # (the bench's cost breakdown)
+        self._connected = self._connect()
+        self._group = None
+        try:
+            self._group = self._place()
+            self._plan_ref = ray.put(plan)
+            self._actor_cls = ray.remote(max_restarts=0, max_task_retries=0)(RemoteWorker)
+        except BaseException:
+            self.close()
+            raise
+        self._thread = threading.Thread(target=self._relay, name="fastrl ray relay",
+                                        daemon=True)
+        self._thread.start()
+
+    # --- cluster ---------------------------------------------------------------------------
+    def _connect(self) -> bool:
+        """Join ``infra.ray_address`` or start a local Ray; False when the calling program
+        had already connected (then it stays connected after the run)."""
+        ray, infra = self.ray, self.plan.cfg.infra
+        if ray.is_initialized():
+            return False
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no calls home
+        # A terminal's Ctrl-C reaches the whole process group, the Ray daemons started here
+        # too: they start with SIGINT blocked, so the stop stays graceful (see Supervisor).
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        old_term = signal.getsignal(signal.SIGTERM)
+        try:
+            if infra.ray_address is None:
+                ray.init(num_cpus=max(infra.num_workers, os.cpu_count() or 1),
+                         include_dashboard=False, log_to_driver=True)
+            else:
+                ray.init(address=infra.ray_address, log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            where = infra.ray_address or "a local Ray"
+            raise RayUnavailable(f"infra.runtime=ray could not start or join {where}: {e}") \
+                from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, old_term)  # ray.init installs its own
+        return True
+
+    def _place(self):
+        """A placement group of one CPU per worker, spread over the nodes; raises
+        :class:`RayUnavailable` when the cluster cannot hold it."""
+        ray, n = self.ray, self.plan.cfg.infra.num_workers
+        from ray.util.placement_group import placement_group
+
+        group = placement_group([{"CPU": 1}] * n, strategy="SPREAD")
+        ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            ray.util.remove_placement_group(group)
+            raise RayUnavailable(
+                f"the Ray cluster could not place infra.num_workers={n} workers of one CPU "
+                f"each within {PLACEMENT_TIMEOUT_S:.0f} s; it has {ray.cluster_resources()} "
+                f"of which {ray.available_resources()} are free")
+        return group
+
+    def nodes(self) -> dict[str, int]:
+        """Workers running per host."""
+        hosts: dict[str, int] = {}
+        for h in self.handles.values():
+            if h.is_alive():
+                hosts[h.node] = hosts.get(h.node, 0) + 1
+        return hosts
+
+    # --- workers (the supervisor's calls) --------------------------------------------------
+    def start_worker(self, i: int, incarnation: int, parked: str | None) -> ActorHandle:
+        """Start worker ``i``'s actor in its bundle; it continues from the parked state file
+        ``parked`` when given. Returns its handle at once (it starts in the background)."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self._raise_relay_failure()
+        strategy = PlacementGroupSchedulingStrategy(self._group,
+                                                    placement_group_bundle_index=i)
+        actor = self._actor_cls.options(num_cpus=1, scheduling_strategy=strategy).remote(
+            self._plan_ref, i, incarnation)
+        blob = Path(parked).read_bytes() if parked else None
+        ring = self.rings[i]
+        with self._lock:
+            handle = self.handles[i] = ActorHandle(i, actor, self.ray, self._lock)
+            counters = {counter: ring.get(counter) for counter in COUNTERS}
+            handle.calls.append((actor.start.remote(ring.write_seq, counters, blob), "start"))
+        return handle
+
+    def close(self) -> None:
+        """Stop the relay, end every actor, release the placement group and disconnect (a
+        local Ray started for the run shuts down). Safe to call more than once."""
+        self._closing.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None:
+            thread.join()
+        ray = self.ray
+        with self._lock:
+            for handle in self.handles.values():
+                handle.end(-signal.SIGKILL)
+        if self._group is not None:
+            ray.util.remove_placement_group(self._group)
+            self._group = None
+        if self._connected:
+            ray.shutdown()
+            self._connected = False
+
+    def _raise_relay_failure(self) -> None:
+        if self._failure is not None:
+            raise RuntimeError(f"the Ray relay thread failed: {self._failure!r}") \
+                from self._failure
+
+    # --- the relay thread ------------------------------------------------------------------
+    def _relay(self) -> None:
+        try:
+            while not self._closing.is_set():
+                with self._lock:
+                    self._refresh_weights()
+                    for handle in self.handles.values():
+                        self._call(handle)
+                    refs = [h.calls[0][0] for h in self.handles.values() if h.calls]
+                if not refs:
+                    self._closing.wait(WAIT_S)
+                    continue
+                ready, _ = self.ray.wait(refs, num_returns=1, timeout=WAIT_S)
+                with self._lock:
+                    for ref in ready:
+                        self._take(ref)
+        except BaseException as e:  # the supervisor sees it as every worker failing
+            self._failure = e
+            with self._lock:
+                for handle in self.handles.values():
+                    self._fail(handle, 1, f"the Ray relay thread failed: {e!r}")
+
+    def _refresh_weights(self) -> None:
+        """Put the learner's newest weights into the object store once per version."""
+        version = self.weights.version()
+        if version > self._weights_ref[0]:
+            version = self.weights.read_into(self._params)
+            self._weights_ref = (version, self.ray.put(self._params))
+
+    def _call(self, handle: ActorHandle) -> None:
+        """Queue fill calls while the ring has room and the weights allow; at the end of the
+        run, once nothing is in flight, ask the actor to finish."""
+        if not handle.is_alive() or not handle.started:
+            return
+        ring, now = self.rings[handle.worker_id], time.monotonic_ns()
+        if self.weights.run_over():
+            if not handle.calls:
+                handle.calls.append((handle.actor.finish.remote(), "finish"))
+            return
+        version, ref = self._weights_ref
+        while len(handle.calls) < PIPELINE:
+            seq = ring.write_seq + len(handle.calls)
+            if seq - ring.get(READ_SEQ) >= ring.slots or version < weights_needed(self.plan,
+                                                                                  seq):
+                break
+            send = version != handle.version_sent
+            handle.calls.append((handle.actor.fill.remote(version, ref if send else None),
+                                 "fill"))
+            if send:
+                handle.version_sent = version
+                ring.set(VERSION_SEEN, version)
+        if handle.calls:
+            if handle.idle_since_ns is not None:  # it waited for room or weights till now
+                ring.set(WAIT_NS, ring.get(WAIT_NS) + now - handle.idle_since_ns)
+                ring.set(HEARTBEAT_NS, now)  # a call's time starts now, not at the last beat
+                handle.idle_since_ns = None
+        else:
+            if handle.idle_since_ns is None:
+                handle.idle_since_ns = now
+            ring.set(HEARTBEAT_NS, now)  # waiting for the learner is not hanging
+
+    def _take(self, ref) -> None:
+        """Handle the result of the call ``ref`` (the oldest of its actor)."""
+        handle = next((h for h in self.handles.values() if h.calls and h.calls[0][0] == ref),
+                      None)
+        if handle is None:  # its actor was ended meanwhile
+            return
+        _, kind = handle.calls.popleft()
+        ray, ring = self.ray, self.rings[handle.worker_id]
+        t0 = time.monotonic_ns()
+        try:
+            result = ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            crash = e.cause if isinstance(e.cause, WorkerCrash) else None
+            if crash is None:
+                self._fail(handle, 1, str(e))
+            else:
+                self._fail(handle, EXIT_BROKEN_ENV if crash.broken_env else 1, crash.report)
+            return
+        except ray.exceptions.RayError as e:  # the actor's process or node went away
+            self._fail(handle, EXIT_DIED, f"worker {handle.worker_id} (Ray actor pid "
+                       f"{handle.pid} on {handle.node}) died: {e}")
+            return
+        t1 = time.monotonic_ns()
+        if kind == "start":
+            handle.pid, handle.node = result
+            handle.started = True
+        elif kind == "fill":
+            data, counters = result
+            np.copyto(ring.write_bytes(), data)
+            ring.publish()  # the slot is whole: only now may the learner see it
+            for counter, value in counters.items():
+                ring.set(counter, value)
+            self.relay_ns["get"] += t1 - t0
+            self.relay_ns["copy"] += time.monotonic_ns() - t1
+            self.relay_ns["slots"] += 1
+        else:  # finish
+            if result is not None:
+                write_atomically(parked_path(self.run_dir, handle.worker_id, ring.write_seq),
+                                 result)
+            handle.end(0)
+        ring.set(HEARTBEAT_NS, time.monotonic_ns())
+
+    def _fail(self, handle: ActorHandle, exitcode: int, report: str) -> None:
+        """Record a failed actor for the supervisor: its report, then its exit code."""
+        if handle.is_alive():
+            write_crash(self.run_dir, f"worker {handle.worker_id}", report)
+        handle.end(exitcode)

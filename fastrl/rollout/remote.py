@@ -1,0 +1,104 @@
+"""A rollout worker that lives in a Ray actor (``infra.runtime=ray``).
+
+It is the same :class:`~fastrl.rollout.worker.RolloutWorker` as a worker process, over a
+one-slot ring and a weights buffer of its own in plain process memory: each :meth:`fill`
+call takes the weights the driver sends (when their version moved), fills one slot and
+returns its bytes and the worker's counters. The driver (fastrl.ray_runtime) puts the slot
+into the learner's ring, so the learner reads exactly what a local worker would have
+written. Nothing here imports Ray: the driver wraps this class with ``ray.remote``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+
+import numpy as np
+import torch
+
+from fastrl.envs.contract import EnvError
+from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, STEPS, SYNC_NS, Ring
+from fastrl.memory.weights import SharedWeights
+from fastrl.plan import RunPlan
+from fastrl.process import crash_text
+from fastrl.rollout.worker import RolloutWorker, WorkerSpec
+
+# The counters a remote worker keeps and the driver copies into the learner's ring. The
+# driver keeps WAIT_NS (a remote worker waits for the driver, never in its own loop) and
+# VERSION_SEEN (set when it sends the weights, which the worker then acts with) itself.
+COUNTERS = (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS)
+
+
+class WorkerCrash(Exception):
+    """What a remote worker raises for any failure: ``report`` is the crash report that a
+    worker process would have written (fastrl.process.crash_text); ``broken_env`` says the
+    env itself breaks its contract, so a restart cannot help."""
+
+    def __init__(self, report: str, broken_env: bool) -> None:
+        super().__init__(report)
+        self.report, self.broken_env = report, broken_env
+
+    def __reduce__(self):  # (Ray pickles it back to the driver)
+        return WorkerCrash, (self.report, self.broken_env)
+
+
+class RemoteWorker:
+    """One rollout worker inside a Ray actor; the driver calls :meth:`start` once, then
+    :meth:`fill` per slot, then :meth:`finish` at the end of the run."""
+
+    def __init__(self, plan: RunPlan, worker_id: int, incarnation: int) -> None:
+        # Nothing that can fail here: Ray reports a failed constructor without its cause.
+        self.plan, self.worker_id, self.incarnation = plan, worker_id, incarnation
+        self.worker: RolloutWorker | None = None
+
+    def _crash(self, e: BaseException) -> WorkerCrash:
+        context = (f"worker {self.worker_id} (incarnation {self.incarnation}, Ray actor pid "
+                   f"{os.getpid()} on {socket.gethostname()}) stepping env "
+                   f"{self.plan.cfg.env.id!r}:")
+        return WorkerCrash(crash_text(e, context), isinstance(e, EnvError))
+
+    def start(self, write_seq: int, counters: dict[int, int],
+              parked: bytes | None) -> tuple[int, str]:
+        """Build the envs and the policy; the next slot is ``write_seq``, the counters go on
+        from ``counters``, and ``parked`` (RolloutWorker.parked_state) continues a resumed
+        run's episodes. Returns this actor's pid and host."""
+        try:
+            torch.set_num_threads(1)
+            plan = self.plan
+            ring = Ring(memoryview(bytearray(Ring.nbytes(plan.layout, 1))), plan.layout, 1)
+            ring.restore(write_seq, write_seq, np.empty((0, plan.layout.nbytes), np.uint8))
+            for counter, value in counters.items():
+                ring.set(counter, value)
+            weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(
+                plan.num_params))), plan.num_params)
+            spec = WorkerSpec(plan, self.worker_id, "", "", "", os.getpid(), self.incarnation)
+            self.worker = RolloutWorker(spec, ring, weights,
+                                        state=pickle.loads(parked) if parked else None)
+        except BaseException as e:
+            raise self._crash(e) from None
+        return os.getpid(), socket.gethostname()
+
+    def fill(self, version: int, params: np.ndarray | None) -> tuple[np.ndarray, dict]:
+        """Take weights ``version`` (when ``params`` is given), fill the next slot, and
+        return its bytes and the worker's counters."""
+        worker = self.worker
+        try:
+            if params is not None:
+                worker.weights.write(params, version)
+            worker.fill_one()
+            ring = worker.ring
+            data = ring.read_bytes().copy()  # (the slot is reused by the next call)
+            ring.release()
+        except BaseException as e:
+            raise self._crash(e) from None
+        return data, {counter: ring.get(counter) for counter in COUNTERS}
+
+    def finish(self) -> bytes | None:
+        """End of the run: close the envs; returns the parked state (or None)."""
+        try:
+            state = self.worker.parked_state()
+            self.worker.close()
+        except BaseException as e:
+            raise self._crash(e) from None
+        return state
