@@ -171,14 +171,20 @@ class RayWorkers:
         ray, n = self.ray, self.plan.cfg.infra.num_workers
         from ray.util.placement_group import placement_group
 
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if cpus < n:
+            raise RayUnavailable(f"infra.num_workers={n} needs {n} CPUs of the Ray cluster "
+                                 f"(one per worker actor); it has {cpus:g}: add nodes or "
+                                 "lower infra.num_workers")
         group = placement_group([{"CPU": 1}] * n, strategy="SPREAD")
         ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
         if not ready:
             ray.util.remove_placement_group(group)
             raise RayUnavailable(
                 f"the Ray cluster could not place infra.num_workers={n} workers of one CPU "
-                f"each within {PLACEMENT_TIMEOUT_S:.0f} s; it has {ray.cluster_resources()} "
-                f"of which {ray.available_resources()} are free")
+                f"each within {PLACEMENT_TIMEOUT_S:.0f} s: of its {cpus:g} CPUs, "
+                f"{ray.available_resources().get('CPU', 0):g} are free (other jobs hold the "
+                "rest)")
         return group
 
     def nodes(self) -> dict[str, int]:
@@ -311,8 +317,10 @@ class RayWorkers:
                 self._fail(handle, EXIT_BROKEN_ENV if crash.broken_env else 1, crash.report)
             return
         except ray.exceptions.RayError as e:  # the actor's process or node went away
-            self._fail(handle, EXIT_DIED, f"worker {handle.worker_id} (Ray actor pid "
-                       f"{handle.pid} on {handle.node}) died: {e}")
+            # Ray's explanation first: the event line shows the report's last line.
+            self._fail(handle, EXIT_DIED, f"{e}\nworker {handle.worker_id} (Ray actor pid "
+                       f"{handle.pid} on {handle.node}) died: its process ended or its node "
+                       "went away")
             return
         t1 = time.monotonic_ns()
         if kind == "start":

@@ -18,6 +18,7 @@ from fastrl.config import field_docs, load_config
 from fastrl.describe import config_and_overrides, describe, summary
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.segments import SharedMemoryFull
+from fastrl.ray_runtime import RayUnavailable
 from fastrl.supervisor import ChildFailed
 from fastrl.trainer import Trainer
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except INPUT_ERRORS as e:
         print(f"fastrl.train: error: {e}", file=sys.stderr)
         return 2
-    except (ChildFailed, SharedMemoryFull) as e:
+    except (ChildFailed, SharedMemoryFull, RayUnavailable) as e:
         print(f"fastrl.train: run failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,208 @@
+"""infra.runtime=ray on a local Ray started by these tests (or by fastrl itself): the same
+training as the local runtime bit for bit, stop and resume, and the supervisor's guarantees
+for killed, hung and failing worker actors. Every run is bounded; /dev/shm is checked."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import time
+
+import psutil
+import pytest
+import ray
+import torch
+from conftest import ENDLESS, TINY, all_gone, last_json, run_dir_of, run_train
+
+from fastrl.checkpoint import latest_valid
+from fastrl.config import ConfigError, load_config
+from fastrl.ray_runtime import RayUnavailable, import_ray
+from fastrl.trainer import Trainer
+
+pytestmark = pytest.mark.timeout(300)
+RAY = ["infra.runtime=ray"]
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A local Ray for this module, started here (as a user's cluster would be), with room
+    for the runs' two worker actors and the test's extra ones."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=3, include_dashboard=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def remote_workers() -> list[psutil.Process]:
+    """Live worker actors under this test process's Ray (Ray titles them ray::RemoteWorker)."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "RemoteWorker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def wait_updates(proc, tmp_path, timeout: float = 120) -> None:
+    """Wait until the learner has logged updates (its TensorBoard file has grown)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = list(tmp_path.glob("*/tb/events.out.tfevents.*"))
+        if events and events[0].stat().st_size > 2000:
+            return
+        assert proc.poll() is None, proc.communicate(timeout=30)
+        time.sleep(0.2)
+    raise AssertionError("the run did not start training")
+
+
+# --- without a cluster ---------------------------------------------------------------------
+
+def test_missing_ray_names_the_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(RayUnavailable, match=r"pip install -c constraints.txt -e '\.\[ray\]'"):
+        import_ray()
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["infra.ray_address=auto"], "only applies to infra.runtime=ray, not local"),
+    ([*RAY, "infra.pin_workers=true"], "the ray runtime places the workers itself"),
+    (["infra.runtime=cluster"], "must be one of local, serial, ray"),
+])
+def test_ray_config_mistakes_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+# --- on the module's Ray ----------------------------------------------------------------------
+
+def test_a_cluster_without_enough_cpus_is_refused_at_once(ray_address, tmp_path,
+                                                          no_shm_residue):
+    cfg = load_config(None, [*TINY, *RAY, "infra.num_workers=4", f"log.run_dir={tmp_path}"])
+    started = time.monotonic()
+    with pytest.raises(RayUnavailable, match="infra.num_workers=4 needs 4 CPUs of the Ray "
+                       "cluster .* it has 3"):
+        Trainer(cfg).fit()
+    assert time.monotonic() - started < 30
+    assert ray.is_initialized()  # the caller's connection is left alone
+
+
+@pytest.mark.parametrize("algo", ["appo", "dqn"])
+def test_asynchronous_and_off_policy_algorithms_run_on_ray(algo, ray_address, tmp_path,
+                                                           no_shm_residue):
+    extra = ["algo.replay.learning_starts=256"] if algo == "dqn" else []
+    cfg = load_config(None, [*TINY, *RAY, f"algo.name={algo}", "algo.total_steps=3072",
+                             "algo.target_return=null", "infra.check_slots=true",
+                             f"log.run_dir={tmp_path}", "log.metrics_every_s=0", *extra])
+    result = Trainer(cfg).fit()
+    assert result.global_step >= 3072 and result.restarts == 0
+    if algo == "appo":  # workers ran ahead of the learner, within the lag bound
+        assert 0 <= result.metrics["policy_lag"] <= cfg.policy_lag_bound
+    assert ray.is_initialized()
+    assert not remote_workers(), "worker actors outlived the run"
+
+
+def test_killed_actor_is_restarted_and_the_run_still_solves_cartpole(ray_address, launch,
+                                                                     tmp_path):
+    # The default config with every slot's CRC checked: an actor SIGKILLed at a random
+    # moment, often mid-slot, never hands over torn data; the supervisor starts another.
+    proc = launch([*RAY, f"infra.ray_address={ray_address}", "infra.check_slots=true",
+                   "seed=2"], tiny=False)
+    wait_updates(proc, tmp_path)
+    time.sleep(random.uniform(0, 0.5))
+    victim = remote_workers()[0]
+    victim.send_signal(signal.SIGKILL)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    result = last_json(out)
+    assert result["restarts"] == 1 and result["eval"]["return_mean"] >= 475, result
+    assert f"(Ray actor pid {victim.pid} on " in err, err
+    assert "restart 1: worker" in err and "was killed by SIGKILL" in err, err
+
+
+def test_hung_actor_is_detected_within_the_timeout_and_restarted(ray_address, tmp_path,
+                                                                 no_shm_residue):
+    # The first env to reach step 300 hangs in step(); the restarted actor's envs do not.
+    marker = tmp_path / "stuck"
+    proc = run_train([*TINY, *RAY, f"infra.ray_address={ray_address}",
+                      "env.id=scripted_envs:Hang-v0", f"env.kwargs.hang_marker={marker}",
+                      "env.kwargs.hang_once=true", "infra.worker_timeout_s=3",
+                      "algo.total_steps=4096", "log.eval_max_steps=200"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists(), "no env hung: not a mid-run hang"
+    assert "restart 1: worker" in proc.stderr and "has not made progress for" in proc.stderr \
+        and "(infra.worker_timeout_s=3)" in proc.stderr, proc.stderr
+    result = last_json(proc.stdout)
+    assert result["global_step"] == 4096 and result["restarts"] == 1
+
+
+def test_actor_whose_env_always_raises_stops_the_run_after_max_restarts(ray_address, tmp_path,
+                                                                       no_shm_residue):
+    proc = run_train([*TINY, *RAY, f"infra.ray_address={ray_address}",
+                      "env.id=scripted_envs:Faulty-v0", "infra.max_restarts=2", *ENDLESS],
+                     tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "run failed: 3 worker failures within 300 s (infra.max_restarts=2)" in err, err
+    assert "stepping env 'scripted_envs:Faulty-v0'" in err
+    assert "RuntimeError: scripted failure at step 300" in err
+    run = run_dir_of(tmp_path)
+    ckpt, skipped = latest_valid(run)
+    assert ckpt is not None and not skipped and ckpt.manifest["final"]
+    assert f"resume with: python -m fastrl.train --resume {run}" in err
+
+
+def test_actor_whose_env_breaks_its_contract_is_not_restarted(ray_address, tmp_path,
+                                                              no_shm_residue):
+    proc = run_train([*TINY, *RAY, f"infra.ray_address={ray_address}",
+                      "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path)
+    assert proc.returncode == 1
+    assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
+    assert "EnvContractError: env 'scripted_envs:LateWrongShape-v0' broke the env contract" \
+        in proc.stderr
+    assert "restart 1" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- fastrl's own local Ray -------------------------------------------------------------------
+
+def test_ray_trains_bit_identically_to_local_through_sigint_and_resume(launch, tmp_path):
+    # Fixed seed, max_policy_lag=0: the same slots and the same weights versions reach the
+    # learner whichever runtime collects them. "Train to S locally" equals "train on a
+    # local Ray that fastrl starts, Ctrl-C at a random moment, --resume on Ray, train to S"
+    # parameter for parameter; every Ray process fastrl started is gone after each run.
+    args = [*TINY, "algo.total_steps=12288", "seed=7", "log.eval_every_steps=4096",
+            "log.checkpoint_every_steps=2048", "infra.check_slots=true"]
+    local = run_train([*args, "log.run_name=local"], tmp_path)
+    assert local.returncode == 0, local.stderr
+
+    interrupted = launch([*args[len(TINY):], *RAY, "log.run_name=ray"])
+    run = tmp_path / "ray"
+    deadline = time.monotonic() + 120
+    while latest_valid(run)[0] is None:
+        assert interrupted.poll() is None and time.monotonic() < deadline, \
+            interrupted.communicate(timeout=30)
+        time.sleep(0.2)
+    ray_procs = psutil.Process(interrupted.pid).children(recursive=True)
+    assert any("raylet" in p.name() for p in ray_procs)
+    time.sleep(random.uniform(0, 1))
+    interrupted.send_signal(signal.SIGINT)
+    out, err = interrupted.communicate(timeout=90)
+    assert interrupted.returncode == 0, err
+    stopped = last_json(out)
+    assert stopped["stopped_by_signal"] and 0 < stopped["global_step"] < 12288, stopped
+    ckpt, _ = latest_valid(run)
+    assert ckpt.global_step == stopped["global_step"]
+    assert ckpt.file("worker-0.pkl") is not None, "the actors' states were not parked"
+    assert all_gone(ray_procs, timeout=30), "Ray processes outlived the run"
+
+    resumed = launch([], tiny=False, resume=run)
+    out, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, err
+    assert f"at global step {stopped['global_step']:,}" in err
+    a, b = (torch.load(tmp_path / name / "model.pt")["model"] for name in ("local", "ray"))
+    assert all(torch.equal(a[k], b[k]) for k in a), "ray's weights differ from local's"
