@@ -9,12 +9,14 @@ import random
 import signal
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import ray
 import torch
 from conftest import ENDLESS, TINY, all_gone, last_json, run_dir_of, run_train
+from test_solve import assert_solved
 
 from fastrl.checkpoint import latest_valid
 from fastrl.config import ConfigError, load_config
@@ -23,6 +25,7 @@ from fastrl.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(300)
 RAY = ["infra.runtime=ray"]
+CONFIGS = Path(__file__).parent.parent / "configs"
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +108,22 @@ def test_asynchronous_and_off_policy_algorithms_run_on_ray(algo, ray_address, tm
         assert 0 <= result.metrics["policy_lag"] <= cfg.policy_lag_bound
     assert ray.is_initialized()
     assert not remote_workers(), "worker actors outlived the run"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_default_config_solves_cartpole_on_ray(ray_address, tmp_path, no_shm_residue):
+    # python -m fastrl.train configs/cartpole_ppo.yaml infra.runtime=ray, on this module's
+    # Ray; the same bar as the local runtime's test_solve.
+    overrides = [*RAY, f"infra.ray_address={ray_address}", "log.console=false"]
+    proc = run_train([str(CONFIGS / "cartpole_ppo.yaml"), *overrides], tmp_path, timeout=540)
+    assert proc.returncode == 0, proc.stderr
+    result = last_json(proc.stdout)
+    print(f"ray: solved at {result['global_step']} env steps in {result['wall_s']} s, "
+          f"{result['steps_per_sec']} steps/s, eval {result['eval']}")
+    run = run_dir_of(tmp_path)
+    cfg = load_config(CONFIGS / "cartpole_ppo.yaml", overrides)
+    assert_solved(cfg, result["global_step"], result["eval"], run)
 
 
 def test_killed_actor_is_restarted_and_the_run_still_solves_cartpole(ray_address, launch,
