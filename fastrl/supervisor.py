@@ -191,6 +191,16 @@ class Supervisor:
         return [{"slots": r.get(WRITE_SEQ), "act_ns": r.get(ACT_NS), "env_ns": r.get(ENV_NS),
                  "fill_ns": r.get(FILL_NS)} for r in self._rings]
 
+    def process_ids(self) -> dict[str, int | str]:
+        """The pid of every child by role ('learner', 'worker 0', ...; a worker actor's once
+        it has started, '?' before)."""
+        return {name: proc.pid for name, proc in self._procs.items()}
+
+    def relay_counters(self) -> dict[str, int]:
+        """infra.runtime=ray: slots relayed so far and the ns the relay spent getting them
+        from the object store and copying them into the rings (empty for other runtimes)."""
+        return dict(self._ray.relay_ns) if self._ray is not None else {}
+
     # --- run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Train to the end, a stop signal, or a failure the run cannot survive (raised).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from fastrl.bench.__main__ import median, parse_args
+from fastrl.bench.fastrl_runs import window_costs
 from fastrl.bench.learner import LoopbackRing, learner_config, synthetic_slot
 from fastrl.bench.measure import Snapshot, skipped, summarize
 from fastrl.bench.report import plot_scaling
@@ -34,6 +36,20 @@ def test_steps_per_cpu_second_from_known_process_times():
     assert r.steps_per_cpu_s == pytest.approx(8_000 / 3.5)
     assert r.cores_used == pytest.approx(1.75)
     assert r.stage_share == pytest.approx({"act": 0.1, "env": 0.6, "write": 0.3})
+
+
+def test_window_costs_split_cores_by_role_and_time_by_slot():
+    stages = {"fill_ns": 0, "slots": 10, "relay_get": 0, "relay_copy": 0, "relay_slots": 10}
+    start = Snapshot(t=0.0, steps=0, cpu={os.getpid(): 1.0, 11: 2.0, 12: 0.0, 13: 0.0},
+                     stages=stages)
+    end = Snapshot(t=2.0, steps=0, cpu={os.getpid(): 1.5, 11: 2.2, 12: 1.8, 13: 0.4},
+                   stages={"fill_ns": 40_000_000, "slots": 14, "relay_get": 2_000_000,
+                           "relay_copy": 400_000, "relay_slots": 14})
+    costs = window_costs(start, end, {"learner": 11, "worker 0": 12, "worker 1": "?"})
+    # pid 13 is no role of the run's: Ray's daemons and the like are "other"
+    assert costs == pytest.approx({
+        "cores_supervisor": 0.25, "cores_learner": 0.1, "cores_workers": 0.9,
+        "cores_other": 0.2, "rollout_ms": 10.0, "relay_get_ms": 0.5, "relay_copy_ms": 0.1})
 
 
 def test_median_is_a_whole_repeat_and_skips_are_labelled():
@@ -78,7 +94,8 @@ def test_a_failing_measurement_is_a_row_not_a_traceback(tmp_path, no_shm_residue
 @pytest.mark.timeout(600)
 def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_residue):
     proc = subprocess.run(
-        [sys.executable, "-m", "fastrl.bench", "--scenario", "collect,collect-policy,train,replay",
+        [sys.executable, "-m", "fastrl.bench", "--scenario",
+         "collect,collect-policy,train,collect-ray,replay",
          "--workers", "1", "--envs-per-worker", "2", "--rollout-len", "8", "--duration", "0.5",
          "--warmup", "0.2", "--repeats", "1", "--out", str(tmp_path), "--pin",
          "--replay-capacity", "5000", "--replay-frames", "500"],
@@ -107,6 +124,12 @@ def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_res
         assert rows[optional]["steps"] > 0 or rows[optional]["note"].startswith("skipped")
     assert set(rows["fastrl collect-policy"]["stage_share"]) == {"act", "env", "write"}
     assert "steps/CPU-s" in proc.stdout
+    # the Ray runtime against the local one, and where its extra cost goes
+    ray_row = rows["fastrl collect-ray"]
+    assert ray_row["steps_per_sec"] > 0 and ray_row["costs"]["cores_workers"] > 0
+    assert ray_row["costs"]["relay_get_ms"] > 0 and ray_row["costs"]["relay_copy_ms"] > 0
+    assert "relay_get_ms" not in rows["fastrl collect"]["costs"]
+    assert "where the time goes" in proc.stdout and "× collect" in proc.stdout
 
 
 def test_plot_is_written_when_matplotlib_is_there(tmp_path):

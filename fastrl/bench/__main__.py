@@ -74,6 +74,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="comma-separated: collect (random actions, env stepping + ring "
                         "writes), collect-policy (policy forward in the loop), train (PPO end "
                         "to end), train-appo (APPO end to end, same workers and envs), "
+                        "collect-ray (collect with the workers as Ray actors on a local Ray: "
+                        "its steps/s against collect's, and where the extra cost goes), "
                         "learner (the PPO learner alone on synthetic slots, in this process: "
                         "samples/s with batch staging on vs off, --repeats alternating "
                         "rounds, on CUDA the copy time hidden behind compute), learner-appo "
@@ -105,7 +107,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"comma-separated baselines to run, from {', '.join(ALL_PEERS)}; "
                         "empty string for none")
     p.add_argument("--pin", action="store_true",
-                   help="pin fastrl worker i to core i mod cores (psutil affinity)")
+                   help="pin fastrl worker i to core i mod cores (psutil affinity; local runtime "
+                        "only: Ray places its actors itself)")
     p.add_argument("--out", type=Path, default=Path("bench_results"),
                    help="folder for bench.json and scaling.png")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -150,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     jobs.append((label, partial(
                         run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
-                        args.rollout_len, extra=extra, label_env=env_id != peer_env,
+                        args.rollout_len, label_env=env_id != peer_env,
+                        # (Ray places its actors itself)
+                        extra=[] if "infra.runtime=ray" in SCENARIOS[scenario] else extra,
                         **window)))
     if "raw" in args.peers:
         jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))

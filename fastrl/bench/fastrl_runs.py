@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import time
@@ -17,7 +18,10 @@ SCENARIOS = {
     "collect-policy": ["algo.name=none"],
     "train": ["algo.name=ppo"],
     "train-appo": ["algo.name=appo"],  # the same workers and envs as train: PPO vs APPO
+    # collect with the workers as Ray actors on a local Ray that fastrl starts: vs collect
+    "collect-ray": ["algo.name=none", "algo.random_actions=true", "infra.runtime=ray"],
 }
+ROLES = ("supervisor", "learner", "workers", "other")  # "other": Ray's daemons, trackers
 START_TIMEOUT_S = 120.0
 
 
@@ -39,12 +43,15 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
         sup = Supervisor(cfg, make_run_dir(cfg))
         steps_per_slot = rollout_len * envs_per_worker
         window: list[Snapshot] = []
+        roles: dict[str, int | str] = {}
         failure: list[BaseException] = []
 
         def state() -> tuple[int, dict[str, int]]:
             counters = sup.ring_counters()
             stages = {k: sum(c[k] for c in counters) for k in ("act_ns", "env_ns", "fill_ns")}
-            return sum(c["slots"] for c in counters) * steps_per_slot, stages
+            stages["slots"] = sum(c["slots"] for c in counters)
+            stages.update({f"relay_{k}": v for k, v in sup.relay_counters().items()})
+            return stages["slots"] * steps_per_slot, stages
 
         run_over = threading.Event()
 
@@ -69,6 +76,7 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
                 if run_over.wait(duration_s):
                     return
                 window.append(snapshot(*state()))
+                roles.update(sup.process_ids())
             except BaseException as e:  # re-raised in the caller's thread
                 failure.append(e)
             finally:
@@ -88,4 +96,33 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
         if len(window) != 2:
             raise RuntimeError("the fastrl run ended before its measurement window did")
     name = f"fastrl {scenario}" + (f" [{env_id}]" if label_env else "")
-    return summarize(name, scenario, workers, workers * envs_per_worker, *window)
+    result = summarize(name, scenario, workers, workers * envs_per_worker, *window)
+    result.costs = window_costs(*window, roles)
+    return result
+
+
+def window_costs(start: Snapshot, end: Snapshot, roles: dict[str, int | str]
+                 ) -> dict[str, float]:
+    """Where a window's time and CPU went: ``cores_<role>`` (CPU seconds per wall second of
+    the supervisor, the learner, the workers (processes or Ray actors) and everything else
+    this process started), ``rollout_ms`` (a worker's time to fill a slot) and, under Ray,
+    ``relay_get_ms`` / ``relay_copy_ms`` (the relay's time per slot to fetch a slot from the
+    object store and to copy it into a ring)."""
+    role_of = {pid: name.split()[0] + ("s" if name.startswith("worker") else "")
+               for name, pid in roles.items()}
+    role_of[os.getpid()] = "supervisor"
+    wall = end.t - start.t
+    cores = dict.fromkeys(ROLES, 0.0)
+    for pid, cpu in end.cpu.items():
+        if pid in start.cpu:
+            role = role_of.get(pid, "other")
+            cores[role if role in cores else "other"] += (cpu - start.cpu[pid]) / wall
+    slots = max(end.stages["slots"] - start.stages["slots"], 1)
+    costs = {f"cores_{role}": v for role, v in cores.items()}
+    costs["rollout_ms"] = (end.stages["fill_ns"] - start.stages["fill_ns"]) / slots / 1e6
+    for k in ("get", "copy"):
+        if f"relay_{k}" in end.stages:
+            relayed = max(end.stages["relay_slots"] - start.stages["relay_slots"], 1)
+            costs[f"relay_{k}_ms"] = (end.stages[f"relay_{k}"] - start.stages[f"relay_{k}"]) \
+                / relayed / 1e6
+    return costs

@@ -57,6 +57,8 @@ class Result:
     cores_used: float
     stage_share: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    # fastrl runs: where the window's time and CPU went (cores by process role, ms per slot)
+    costs: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """Plain data for the JSON report."""

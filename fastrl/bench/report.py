@@ -106,5 +106,33 @@ def plot_scaling(path: Path, results: list[Result], raw_rate: float | None) -> b
 
 
 def print_table(results: list[Result], raw_rate: float | None) -> None:
-    """The table on the console."""
-    Console(width=max(Console().width, 150)).print(table(results, raw_rate))
+    """The table on the console, then where fastrl's runs spent their time and CPU."""
+    console = Console(width=max(Console().width, 150))
+    console.print(table(results, raw_rate))
+    if any(r.costs for r in results):
+        console.print(costs_table(results))
+
+
+def costs_table(results: list[Result]) -> Table:
+    """fastrl's runs: steps/s against the ``collect`` run of the same workers and env (the
+    local runtime, measured in the same bench run), cores by process role, and a worker's
+    and the Ray relay's milliseconds per slot."""
+    t = Table(title="fastrl runs: where the time goes (cores = CPU-s per wall-s)")
+    for col in ("system", "procs", "× collect", "supervisor", "learner", "workers", "other",
+                "rollout ms/slot", "relay get+copy ms/slot"):
+        t.add_column(col, justify="left" if col == "system" else "right")
+    for r in results:
+        if not r.costs:
+            continue
+        base = next((b for b in results if b.scenario == "collect" and b.workers == r.workers
+                     and b.envs == r.envs and b.steps and
+                     b.system.partition("[")[2] == r.system.partition("[")[2]), None)
+        c = r.costs
+        relay = f"{c['relay_get_ms']:.2f}+{c['relay_copy_ms']:.2f}" if "relay_get_ms" in c \
+            else ""
+        t.add_row(escape(r.system), str(r.workers),
+                  f"{r.steps_per_sec / base.steps_per_sec:.2f}" if base else "",
+                  *(f"{c[f'cores_{k}']:.2f}" for k in ("supervisor", "learner", "workers",
+                                                       "other")),
+                  f"{c['rollout_ms']:.1f}", relay)
+    return t
