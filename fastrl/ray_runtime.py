@@ -118,6 +118,7 @@ class RayWorkers:
         self.ray = ray = import_ray()
         self.plan, self.run_dir, self.rings, self.weights = plan, Path(run_dir), rings, weights
         self.handles: dict[int, ActorHandle] = {}
+        self._started: list[ActorHandle] = []  # started since the last take_started()
         self._lock = threading.RLock()  # handles and rings: the relay vs the supervisor
         self._closing = threading.Event()
         self._failure: BaseException | None = None
@@ -187,13 +188,11 @@ class RayWorkers:
                 "rest)")
         return group
 
-    def nodes(self) -> dict[str, int]:
-        """Workers running per host."""
-        hosts: dict[str, int] = {}
-        for h in self.handles.values():
-            if h.is_alive():
-                hosts[h.node] = hosts.get(h.node, 0) + 1
-        return hosts
+    def take_started(self) -> list[ActorHandle]:
+        """The actors that have started (built their envs) since the last call."""
+        with self._lock:
+            started, self._started = self._started, []
+        return started
 
     # --- workers (the supervisor's calls) --------------------------------------------------
     def start_worker(self, i: int, incarnation: int, parked: str | None) -> ActorHandle:
@@ -326,6 +325,7 @@ class RayWorkers:
         if kind == "start":
             handle.pid, handle.node = result
             handle.started = True
+            self._started.append(handle)
         elif kind == "fill":
             data, counters = result
             np.copyto(ring.write_bytes(), data)

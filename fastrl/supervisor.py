@@ -453,6 +453,9 @@ class Supervisor:
             fault = self._worker_fault(i, proc)
             if fault is not None:
                 self._replace_worker(i, fault, logger, step)
+        for actor in self._ray.take_started() if self._ray is not None else ():
+            logger.event(step, f"worker {actor.worker_id} started on {actor.node} (Ray actor "
+                         f"pid {actor.pid})")
         if self._weights.run_over() and len(self._retired) == self.cfg.infra.num_workers \
                 and not self._weights.parked():
             self._weights.mark_parked()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import sys
 import time
@@ -185,6 +186,27 @@ def test_actor_whose_env_breaks_its_contract_is_not_restarted(ray_address, tmp_p
     assert "EnvContractError: env 'scripted_envs:LateWrongShape-v0' broke the env contract" \
         in proc.stderr
     assert "restart 1" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, no_shm_residue):
+    # Two Ray nodes of one CPU each on this machine (two raylets, two object stores): the
+    # placement group puts one worker on each, and the weights reach both through the
+    # object store.
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        proc = run_train([*TINY, *RAY, f"infra.ray_address={cluster.address}",
+                          "algo.total_steps=2048"], tmp_path)
+    finally:
+        cluster.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    nodes = dict(re.findall(r"worker (\d) started on \S+ \(node (\w+)\)", proc.stderr))
+    assert set(nodes) == {"0", "1"} and nodes["0"] != nodes["1"], proc.stderr
+    assert last_json(proc.stdout)["global_step"] == 2048
 
 
 # --- fastrl's own local Ray -------------------------------------------------------------------

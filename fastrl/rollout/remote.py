@@ -5,7 +5,7 @@ one-slot ring and a weights buffer of its own in plain process memory: each :met
 call takes the weights the driver sends (when their version moved), fills one slot and
 returns its bytes and the worker's counters. The driver (fastrl.ray_runtime) puts the slot
 into the learner's ring, so the learner reads exactly what a local worker would have
-written. Nothing here imports Ray: the driver wraps this class with ``ray.remote``.
+written. The driver wraps this class with ``ray.remote``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class RemoteWorker:
               parked: bytes | None) -> tuple[int, str]:
         """Build the envs and the policy; the next slot is ``write_seq``, the counters go on
         from ``counters``, and ``parked`` (RolloutWorker.parked_state) continues a resumed
-        run's episodes. Returns this actor's pid and host."""
+        run's episodes. Returns this actor's pid and where it runs (host and Ray node)."""
         try:
             torch.set_num_threads(1)
             plan = self.plan
@@ -77,7 +77,10 @@ class RemoteWorker:
                                         state=pickle.loads(parked) if parked else None)
         except BaseException as e:
             raise self._crash(e) from None
-        return os.getpid(), socket.gethostname()
+        import ray  # (this runs in a Ray actor)
+
+        node = ray.get_runtime_context().get_node_id()[:8]
+        return os.getpid(), f"{socket.gethostname()} (node {node})"
 
     def fill(self, version: int, params: np.ndarray | None) -> tuple[np.ndarray, dict]:
         """Take weights ``version`` (when ``params`` is given), fill the next slot, and
