@@ -183,7 +183,8 @@ class InfraConfig:
     device: str = _f("auto", "learner device: auto picks cuda when available", choices=(
         "auto", "cpu", "cuda"))
     worker_timeout_s: float = _f(
-        60.0, "a worker silent this long (neither stepping nor waiting) is restarted", gt=0
+        60.0, "a worker silent this long (neither stepping nor waiting) is restarted; under "
+        "runtime=ray a worker reports once per slot, so one slot must take less", gt=0
     )
     max_restarts: int = _f(
         3, "worker restarts allowed within restart_window_s; one more stops the run", ge=0

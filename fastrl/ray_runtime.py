@@ -32,6 +32,7 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ import numpy as np
 
 from fastrl.checkpoint import parked_path, write_atomically
 from fastrl.memory.ring import HEARTBEAT_NS, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
+from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
 from fastrl.process import write_crash
@@ -48,6 +50,7 @@ from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
 
 PIPELINE = 2  # calls queued per actor: the next slot is filled while the last one travels
 PLACEMENT_TIMEOUT_S = 120.0  # for the cluster to find a CPU for every worker
+JOIN_S = 10.0  # for the relay thread to end (each of its waits is WAIT_S)
 WAIT_S = 0.005  # the relay's longest sleep while nothing arrives
 EXIT_DIED = -signal.SIGKILL  # an actor whose process or node went away
 
@@ -114,21 +117,21 @@ class RayWorkers:
     relay thread that moves their slots into ``rings`` and the learner's weights to them."""
 
     def __init__(self, plan: RunPlan, run_dir: Path, rings: list[Ring],
-                 weights: SharedWeights) -> None:
+                 weights: SharedWeights, stopping: Callable[[], bool]) -> None:
         self.ray = ray = import_ray()
         self.plan, self.run_dir, self.rings, self.weights = plan, Path(run_dir), rings, weights
         self.handles: dict[int, ActorHandle] = {}
         self._started: list[ActorHandle] = []  # started since the last take_started()
         self._lock = threading.RLock()  # handles and rings: the relay vs the supervisor
         self._closing = threading.Event()
-        self._failure: BaseException | None = None
         self._params = np.empty(plan.num_params, np.float32)
         self._weights_ref: tuple[int, Any] = (-1, None)
         self.relay_ns = {"get": 0, "copy": 0, "slots": 0}  # (the bench's cost breakdown)
+        self.failure: BaseException | None = None  # what ended the relay thread, if anything
         self._connected = self._connect()
         self._group = None
         try:
-            self._group = self._place()
+            self._group = self._place(stopping)
             self._plan_ref = ray.put(plan)
             self._actor_cls = ray.remote(max_restarts=0, max_task_retries=0)(RemoteWorker)
         except BaseException:
@@ -150,25 +153,33 @@ class RayWorkers:
         # too: they start with SIGINT blocked, so the stop stays graceful (see Supervisor).
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         old_term = signal.getsignal(signal.SIGTERM)
+        # Ray runs its workers at nice 15 unless told otherwise: ours would lose the CPU to
+        # every other process of the run (read by the raylet this starts).
+        users_niceness = os.environ.get("RAY_worker_niceness")
+        os.environ["RAY_worker_niceness"] = users_niceness or "0"
         try:
             if infra.ray_address is None:
                 ray.init(num_cpus=max(infra.num_workers, os.cpu_count() or 1),
                          include_dashboard=False, log_to_driver=True)
             else:
                 ray.init(address=infra.ray_address, log_to_driver=True)
-        except (ConnectionError, RuntimeError, ValueError) as e:
+        except Exception as e:
+            ray.shutdown()  # (a local start can fail after some daemons began)
             where = infra.ray_address or "a local Ray"
             raise RayUnavailable(f"infra.runtime=ray could not start or join {where}: {e}") \
                 from None
         finally:
+            if users_niceness is None:
+                del os.environ["RAY_worker_niceness"]
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-            if threading.current_thread() is threading.main_thread():
+            if threading.current_thread() is threading.main_thread() and old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)  # ray.init installs its own
         return True
 
-    def _place(self):
+    def _place(self, stopping: Callable[[], bool]):
         """A placement group of one CPU per worker, spread over the nodes; raises
-        :class:`RayUnavailable` when the cluster cannot hold it."""
+        :class:`RayUnavailable` when the cluster cannot hold it or ``stopping()`` turns true
+        first."""
         ray, n = self.ray, self.plan.cfg.infra.num_workers
         from ray.util.placement_group import placement_group
 
@@ -178,9 +189,13 @@ class RayWorkers:
                                  f"(one per worker actor); it has {cpus:g}: add nodes or "
                                  "lower infra.num_workers")
         group = placement_group([{"CPU": 1}] * n, strategy="SPREAD")
-        ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
-        if not ready:
+        deadline, ready = time.monotonic() + PLACEMENT_TIMEOUT_S, [group.ready()]
+        while not ray.wait(ready, timeout=0.2)[0]:
+            if not stopping() and time.monotonic() < deadline:
+                continue
             ray.util.remove_placement_group(group)
+            if stopping():
+                raise RayUnavailable("stopped while the Ray cluster placed the workers")
             raise RayUnavailable(
                 f"the Ray cluster could not place infra.num_workers={n} workers of one CPU "
                 f"each within {PLACEMENT_TIMEOUT_S:.0f} s: of its {cpus:g} CPUs, "
@@ -200,7 +215,6 @@ class RayWorkers:
         ``parked`` when given. Returns its handle at once (it starts in the background)."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        self._raise_relay_failure()
         strategy = PlacementGroupSchedulingStrategy(self._group,
                                                     placement_group_bundle_index=i)
         actor = self._actor_cls.options(num_cpus=1, scheduling_strategy=strategy).remote(
@@ -219,29 +233,29 @@ class RayWorkers:
         self._closing.set()
         thread = getattr(self, "_thread", None)
         if thread is not None:
-            thread.join()
+            thread.join(JOIN_S)
         ray = self.ray
-        with self._lock:
-            for handle in self.handles.values():
-                handle.end(-signal.SIGKILL)
-        if self._group is not None:
-            ray.util.remove_placement_group(self._group)
-            self._group = None
-        if self._connected:
-            ray.shutdown()
-            self._connected = False
-
-    def _raise_relay_failure(self) -> None:
-        if self._failure is not None:
-            raise RuntimeError(f"the Ray relay thread failed: {self._failure!r}") \
-                from self._failure
+        try:
+            with self._lock:
+                for handle in self.handles.values():
+                    handle.end(-signal.SIGKILL)
+            if self._group is not None:
+                group, self._group = self._group, None
+                ray.util.remove_placement_group(group)
+        finally:  # (a cluster whose head is gone fails the calls above: disconnect anyway)
+            if self._connected:
+                self._connected = False
+                ray.shutdown()
 
     # --- the relay thread ------------------------------------------------------------------
     def _relay(self) -> None:
         try:
             while not self._closing.is_set():
+                try:
+                    self._refresh_weights()  # (outside the lock: it may wait for the learner)
+                except Stopped:
+                    pass  # the run is over: the calls below only finish the actors
                 with self._lock:
-                    self._refresh_weights()
                     for handle in self.handles.values():
                         self._call(handle)
                     refs = [h.calls[0][0] for h in self.handles.values() if h.calls]
@@ -252,17 +266,20 @@ class RayWorkers:
                 with self._lock:
                     for ref in ready:
                         self._take(ref)
-        except BaseException as e:  # the supervisor sees it as every worker failing
-            self._failure = e
-            with self._lock:
-                for handle in self.handles.values():
-                    self._fail(handle, 1, f"the Ray relay thread failed: {e!r}")
+        except BaseException as e:  # the supervisor stops the run with it (ChildFailed)
+            self.failure = e
 
     def _refresh_weights(self) -> None:
-        """Put the learner's newest weights into the object store once per version."""
-        version = self.weights.version()
-        if version > self._weights_ref[0]:
-            version = self.weights.read_into(self._params)
+        """Put the learner's newest weights into the object store, once per version and
+        only when some actor has yet to get them."""
+        def stop() -> bool:  # (a learner that died mid-write leaves the seqlock odd)
+            return self._closing.is_set() or self.weights.run_over()
+
+        version = self.weights.version(stop)
+        behind = any(h.started and h.is_alive() and h.version_sent < version
+                     for h in list(self.handles.values()))
+        if version > self._weights_ref[0] and behind:
+            version = self.weights.read_into(self._params, stop)
             self._weights_ref = (version, self.ray.put(self._params))
 
     def _call(self, handle: ActorHandle) -> None:
@@ -273,6 +290,7 @@ class RayWorkers:
         ring, now = self.rings[handle.worker_id], time.monotonic_ns()
         if self.weights.run_over():
             if not handle.calls:
+                self._end_wait(handle, ring, now)
                 handle.calls.append((handle.actor.finish.remote(), "finish"))
             return
         version, ref = self._weights_ref
@@ -288,14 +306,21 @@ class RayWorkers:
                 handle.version_sent = version
                 ring.set(VERSION_SEEN, version)
         if handle.calls:
-            if handle.idle_since_ns is not None:  # it waited for room or weights till now
-                ring.set(WAIT_NS, ring.get(WAIT_NS) + now - handle.idle_since_ns)
-                ring.set(HEARTBEAT_NS, now)  # a call's time starts now, not at the last beat
-                handle.idle_since_ns = None
+            if handle.idle_since_ns is not None:  # a call's time starts now, not at a beat
+                self._end_wait(handle, ring, now)
+                ring.set(HEARTBEAT_NS, now)
         else:
             if handle.idle_since_ns is None:
                 handle.idle_since_ns = now
             ring.set(HEARTBEAT_NS, now)  # waiting for the learner is not hanging
+
+    @staticmethod
+    def _end_wait(handle: ActorHandle, ring: Ring, now: int) -> None:
+        """Count the time the actor waited for ring room or weights (the workers'
+        ``waiting`` stage), up to ``now``."""
+        if handle.idle_since_ns is not None:
+            ring.set(WAIT_NS, ring.get(WAIT_NS) + now - handle.idle_since_ns)
+            handle.idle_since_ns = None
 
     def _take(self, ref) -> None:
         """Handle the result of the call ``ref`` (the oldest of its actor)."""
@@ -337,8 +362,13 @@ class RayWorkers:
             self.relay_ns["slots"] += 1
         else:  # finish
             if result is not None:
-                write_atomically(parked_path(self.run_dir, handle.worker_id, ring.write_seq),
-                                 result)
+                try:
+                    write_atomically(parked_path(self.run_dir, handle.worker_id,
+                                                 ring.write_seq), result)
+                except OSError as e:
+                    self._fail(handle, 1, f"worker {handle.worker_id}'s parked state could "
+                               f"not be written: {e}")
+                    return
             handle.end(0)
         ring.set(HEARTBEAT_NS, time.monotonic_ns())
 

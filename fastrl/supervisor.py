@@ -226,7 +226,8 @@ class Supervisor:
             try:
                 self._make_memory(owner, serial)
                 if self.cfg.infra.runtime == "ray":
-                    self._ray = RayWorkers(plan, self.run_dir, self._rings, self._weights)
+                    self._ray = RayWorkers(plan, self.run_dir, self._rings, self._weights,
+                                           self._stop_requested)
                 worker_states = self._restore_rings() if self.resume else {}
                 resume = str(self.resume.path) if self.resume else None
                 if serial:
@@ -254,9 +255,7 @@ class Supervisor:
                 if self._weights is not None:
                     self._weights.request_stop()
                 self._stop_children(grace)
-                if self._ray is not None:  # (its relay writes the rings: before the unlink)
-                    self._ray.close()
-                    self._ray = None
+                self._close_ray(logger)  # (its relay writes the rings: before the unlink)
                 # An exception's traceback keeps this frame and the processes (their args
                 # hold the queue) alive: drop them, so that the queue's semaphores leave
                 # /dev/shm now rather than whenever the traceback is collected.
@@ -303,6 +302,17 @@ class Supervisor:
             weights = weights_shm.buf
         self._rings = [Ring(buf, plan.layout, self.cfg.infra.ring_slots) for buf in rings]
         self._weights = SharedWeights(weights, plan.num_params)
+
+    def _close_ray(self, logger: MetricsLogger) -> None:
+        """End the Ray side of the run (never raises: a cluster that went away must not keep
+        the shared memory from being released)."""
+        if self._ray is None:
+            return
+        ray_workers, self._ray = self._ray, None
+        try:
+            ray_workers.close()
+        except Exception as e:
+            logger.event(self._events.step, f"closing the Ray runtime failed: {e!r}")
 
     def _stop_requested(self) -> bool:
         """A signal, :meth:`stop` or a failed callback asked the run to stop."""
@@ -442,6 +452,9 @@ class Supervisor:
     def _check_workers(self, logger: MetricsLogger, step: int) -> None:
         """Restart every worker that crashed, exited early or hangs; retire those that
         ended with the run; mark the workers parked once none runs after the run is over."""
+        if self._ray is not None and self._ray.failure is not None:
+            raise ChildFailed(f"the Ray relay thread failed: {self._ray.failure!r}\n"
+                              f"{describe_latest(self.run_dir)}")
         for i in range(self.cfg.infra.num_workers):
             name = f"worker {i}"
             if name in self._retired:

@@ -18,16 +18,16 @@ import numpy as np
 import torch
 
 from fastrl.envs.contract import EnvError
-from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, STEPS, SYNC_NS, Ring
+from fastrl.memory.ring import WAIT_NS, Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
 from fastrl.process import crash_text
-from fastrl.rollout.worker import RolloutWorker, WorkerSpec
+from fastrl.rollout.worker import WORKER_COUNTERS, RolloutWorker, WorkerSpec
 
 # The counters a remote worker keeps and the driver copies into the learner's ring. The
 # driver keeps WAIT_NS (a remote worker waits for the driver, never in its own loop) and
 # VERSION_SEEN (set when it sends the weights, which the worker then acts with) itself.
-COUNTERS = (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS)
+COUNTERS = tuple(c for c in WORKER_COUNTERS if c != WAIT_NS)
 
 
 class WorkerCrash(Exception):
@@ -75,11 +75,11 @@ class RemoteWorker:
             spec = WorkerSpec(plan, self.worker_id, "", "", "", os.getpid(), self.incarnation)
             self.worker = RolloutWorker(spec, ring, weights,
                                         state=pickle.loads(parked) if parked else None)
+            import ray  # (this runs in a Ray actor)
+
+            node = ray.get_runtime_context().get_node_id()[:8]
         except BaseException as e:
             raise self._crash(e) from None
-        import ray  # (this runs in a Ray actor)
-
-        node = ray.get_runtime_context().get_node_id()[:8]
         return os.getpid(), f"{socket.gethostname()} (node {node})"
 
     def fill(self, version: int, params: np.ndarray | None) -> tuple[np.ndarray, dict]:

@@ -38,6 +38,8 @@ from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds
 from fastrl.timing import StageTimer
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
+# The ring counters a worker adds to (a restarted one continues from the last one's values).
+WORKER_COUNTERS = (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS, WAIT_NS)
 
 
 @dataclass
@@ -176,7 +178,7 @@ class RolloutWorker:
             self.collector.restore(state["collector"])
             set_rng_state(state["rng"])
         # The ring outlives a restarted worker: its counters continue where the last one was.
-        self.base = {k: ring.get(k) for k in (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS, WAIT_NS)}
+        self.base = {k: ring.get(k) for k in WORKER_COUNTERS}
         self._timer_base = dict(self.timer.ns)
         self.steps_per_slot = infra.rollout_len * n
         self.version = -1
