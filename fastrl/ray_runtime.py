@@ -53,6 +53,7 @@ PLACEMENT_TIMEOUT_S = 120.0  # for the cluster to find a CPU for every worker
 JOIN_S = 10.0  # for the relay thread to end (each of its waits is WAIT_S)
 WAIT_S = 0.005  # the relay's longest sleep while nothing arrives
 EXIT_DIED = -signal.SIGKILL  # an actor whose process or node went away
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class RayUnavailable(RuntimeError):
@@ -149,9 +150,11 @@ class RayWorkers:
         if ray.is_initialized():
             return False
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no calls home
-        # A terminal's Ctrl-C reaches the whole process group, the Ray daemons started here
-        # too: they start with SIGINT blocked, so the stop stays graceful (see Supervisor).
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # A terminal's Ctrl-C, or a service manager's SIGTERM, reaches the whole process
+        # group, the Ray daemons started here too: they start with both blocked, so the stop
+        # stays graceful (see Supervisor). (Their shutdown then takes Ray's SIGKILL grace,
+        # a few seconds, instead of one.)
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         old_term = signal.getsignal(signal.SIGTERM)
         # Ray runs its workers at nice 15 unless told otherwise: ours would lose the CPU to
         # every other process of the run (read by the raylet this starts).

@@ -212,3 +212,21 @@ def test_train_prints_the_summary_before_the_run(tmp_path, no_shm_residue):
     assert err[:len(expected)] == expected
     assert f"{tmp_path}/taken/tb" in expected[-1]
     assert "already exists" in err[-1]
+
+
+@pytest.mark.parametrize("address", [None, "10.0.0.1:6379"])
+def test_ray_runtime_shows_actors_and_how_slots_and_weights_travel(address):
+    overrides = [*TINY, "infra.runtime=ray", "infra.num_workers=3"]
+    report, plan = report_of(overrides + ([f"infra.ray_address={address}"] if address else []))
+    processes = report["run"]["processes"]
+    assert processes["ray_actors"] == 3 and processes["workers"] == 0
+    assert processes["total"] == 2  # supervisor and learner; the actors are Ray's
+    assert report["run"]["ray_address"] == address
+    assert report["shared_memory"]["segments"] == 4  # the learner's rings and weights stay
+    assert "object store" in report["weights"]["transport"]
+    text = render(report)
+    cluster = f"the Ray cluster at {address}" if address else "a local Ray started for the run"
+    assert f"+ 3 worker actors on {cluster}" in text
+    assert "3 workers as Ray actors" in text and "Ray's object store" in text
+    local, _ = report_of(TINY)
+    assert local["run"]["processes"]["ray_actors"] == 0

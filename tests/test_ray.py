@@ -211,10 +211,11 @@ def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, no_shm_residue):
 
 # --- fastrl's own local Ray -------------------------------------------------------------------
 
-def test_ray_trains_bit_identically_to_local_through_sigint_and_resume(launch, tmp_path):
+def test_ray_trains_bit_identically_to_local_through_a_stop_and_resume(launch, tmp_path):
     # Fixed seed, max_policy_lag=0: the same slots and the same weights versions reach the
     # learner whichever runtime collects them. "Train to S locally" equals "train on a
-    # local Ray that fastrl starts, Ctrl-C at a random moment, --resume on Ray, train to S"
+    # local Ray that fastrl starts, SIGTERM to its whole process group (as a service manager
+    # stops it: Ray's daemons get it too) at a random moment, --resume on Ray, train to S"
     # parameter for parameter; every Ray process fastrl started is gone after each run.
     args = [*TINY, "algo.total_steps=12288", "seed=7", "log.eval_every_steps=4096",
             "log.checkpoint_every_steps=2048", "infra.check_slots=true"]
@@ -231,7 +232,7 @@ def test_ray_trains_bit_identically_to_local_through_sigint_and_resume(launch, t
     ray_procs = psutil.Process(interrupted.pid).children(recursive=True)
     assert any("raylet" in p.name() for p in ray_procs)
     time.sleep(random.uniform(0, 1))
-    interrupted.send_signal(signal.SIGINT)
+    os.killpg(interrupted.pid, signal.SIGTERM)  # (launch: its own session and group)
     out, err = interrupted.communicate(timeout=90)
     assert interrupted.returncode == 0, err
     stopped = last_json(out)
