@@ -51,7 +51,8 @@ from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
 PIPELINE = 2  # calls queued per actor: the next slot is filled while the last one travels
 PLACEMENT_TIMEOUT_S = 120.0  # for the cluster to find a CPU for every worker
 JOIN_S = 10.0  # for the relay thread to end (each of its waits is WAIT_S)
-WAIT_S = 0.005  # the relay's longest sleep while nothing arrives
+WAIT_S = 0.005  # the relay's poll while an actor has no call (for ring room or weights)
+BUSY_WAIT_S = 0.05  # its wait while every actor has a call: a result ends it at once
 EXIT_DIED = -signal.SIGKILL  # an actor whose process or node went away
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
@@ -262,10 +263,13 @@ class RayWorkers:
                     for handle in self.handles.values():
                         self._call(handle)
                     refs = [h.calls[0][0] for h in self.handles.values() if h.calls]
+                    idle = any(h.started and h.is_alive() and not h.calls
+                               for h in self.handles.values())
                 if not refs:
                     self._closing.wait(WAIT_S)
                     continue
-                ready, _ = self.ray.wait(refs, num_returns=1, timeout=WAIT_S)
+                ready, _ = self.ray.wait(refs, num_returns=1,
+                                         timeout=WAIT_S if idle else BUSY_WAIT_S)
                 with self._lock:
                     for ref in ready:
                         self._take(ref)

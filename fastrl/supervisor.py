@@ -383,15 +383,18 @@ class Supervisor:
             proc.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        self._track(name, proc)
+
+    def _track(self, name: str, proc) -> None:
+        """Watch ``proc`` (a process, or a worker actor's handle) as child ``name``."""
         self._procs[name] = proc
         self._started_ns[name] = time.monotonic_ns()
 
     def _start_worker(self, i: int, resume_state: str | None = None) -> None:
         ring = self._rings[i]
         if self._ray is not None:
-            name = f"worker {i}"
-            self._procs[name] = self._ray.start_worker(i, ring.get(INCARNATION), resume_state)
-            self._started_ns[name] = time.monotonic_ns()
+            self._track(f"worker {i}", self._ray.start_worker(i, ring.get(INCARNATION),
+                                                               resume_state))
             return
         self._start(f"worker {i}", run_worker, WorkerSpec(
             self._plan, i, self._ring_names[i], self._weights_name,
