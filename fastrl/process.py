@@ -15,6 +15,8 @@ import torch
 from fastrl.rollout.envs import EnvError
 
 PR_SET_PDEATHSIG = 1
+# What a terminal or a service manager sends to stop a run (to the whole process group).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
 def become_child(parent_pid: int) -> None:
@@ -26,10 +28,9 @@ def become_child(parent_pid: int) -> None:
     It also asks Linux to SIGKILL it when the supervisor dies, so that a hung env can never
     outlive the run.
     """
-    stop_signals = {signal.SIGINT, signal.SIGTERM}
-    for sig in stop_signals:
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the supervisor died before prctl took effect

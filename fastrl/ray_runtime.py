@@ -44,7 +44,7 @@ from fastrl.memory.ring import HEARTBEAT_NS, READ_SEQ, VERSION_SEEN, WAIT_NS, Ri
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
-from fastrl.process import write_crash
+from fastrl.process import STOP_SIGNALS, write_crash
 from fastrl.rollout.remote import COUNTERS, RemoteWorker, WorkerCrash
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
 
@@ -54,7 +54,6 @@ JOIN_S = 10.0  # for the relay thread to end (each of its waits is WAIT_S)
 WAIT_S = 0.005  # the relay's poll while an actor has no call (for ring room or weights)
 BUSY_WAIT_S = 0.05  # its wait while every actor has a call: a result ends it at once
 EXIT_DIED = -signal.SIGKILL  # an actor whose process or node went away
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class RayUnavailable(RuntimeError):

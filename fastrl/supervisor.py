@@ -50,14 +50,19 @@ from fastrl.memory.ring import (
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
-from fastrl.process import become_child, crash_report_path, read_crash, report_crash
+from fastrl.process import (
+    STOP_SIGNALS,
+    become_child,
+    crash_report_path,
+    read_crash,
+    report_crash,
+)
 from fastrl.ray_runtime import RayWorkers
 from fastrl.rollout.envs import EnvSource
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
 from fastrl.serial import run_serial
 from fastrl.timing import timing_metrics
 
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.05
 # The learner may be evaluating, waiting up to PARK_WAIT_S (20 s) for the workers to park,
 # and checkpointing when asked to stop.
