@@ -16,7 +16,7 @@ class Callback:
     """Subclass and override the hooks you need; the defaults do nothing.
 
     The ``metrics`` of :meth:`on_update` follow the schema in
-    :data:`fastrl.logging.metrics.METRICS` (losses, ``episode/*``, ``timing/*``, ...).
+    :data:`fastrl.telemetry.metrics.METRICS` (losses, ``episode/*``, ``timing/*``, ...).
     """
 
     def on_update(self, step: int, metrics: dict[str, Any]) -> dict[str, float] | None:
@@ -31,7 +31,7 @@ class Callback:
         """After each evaluation: by the learner (``source='learner'``), or of the checkpoint
         folder ``source`` in a separate process (``log.eval_on_checkpoint``). ``result``
         holds ``return_mean``, ``return_std``, ``return_min``, ``return_max``,
-        ``length_mean``, ... (see fastrl.evaluation)."""
+        ``length_mean``, ... (see fastrl.eval.harness)."""
         return None
 
     def on_checkpoint(self, step: int, path: str) -> dict[str, float] | None:

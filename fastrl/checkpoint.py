@@ -36,9 +36,6 @@ import numpy as np
 import torch
 
 import fastrl
-from fastrl.config import MainConfig, load_config
-from fastrl.models.policy import param_shapes
-from fastrl.plan import RunPlan, plan_run
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
@@ -75,17 +72,6 @@ def checkpoints_dir(run_dir: Path | str) -> Path:
 def parked_path(run_dir: Path | str, worker_id: int, write_seq: int) -> Path:
     """Where a worker leaves its state when it parks after publishing ``write_seq`` slots."""
     return checkpoints_dir(run_dir) / PARKED / f"worker-{worker_id}-{write_seq}.pkl"
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
 
 
 @lru_cache(maxsize=1)
@@ -255,39 +241,6 @@ def find_checkpoint(path: Path | str) -> Checkpoint:
         return load_for_resume(path)[0]
     raise CheckpointError(f"{path}: neither a checkpoint folder (no {MANIFEST}) nor a run "
                           f"directory (no {CHECKPOINTS}/)")
-
-
-@dataclass
-class LoadedPolicy:
-    """A checkpoint's policy, ready to act, with what it was trained on."""
-
-    checkpoint: Checkpoint
-    config: MainConfig
-    plan: RunPlan
-    policy: torch.nn.Module  # on the CPU, in eval mode
-    normalizer: Any  # observation normalisation constants (None: none was used)
-
-
-def load_policy(path: Checkpoint | Path | str, env: Any = None,
-                policy: Any = None) -> LoadedPolicy:
-    """Load the policy of a checkpoint folder or a run directory's newest checkpoint (or of
-    a :class:`Checkpoint` already verified).
-
-    The env is rebuilt from the checkpoint's config (``env.id``, or the factory in
-    ``env.fn`` / ``env.vector_fn``) unless ``env`` (an
-    :class:`~fastrl.rollout.envs.EnvSource`) is given; likewise ``policy`` for a user
-    policy that ``algo.policy`` does not name. Its spaces must be those it trained on.
-    """
-    ckpt = path if isinstance(path, Checkpoint) else find_checkpoint(path)
-    cfg = load_config(ckpt.path / "config.yaml")
-    plan = plan_run(cfg, env, policy)
-    check_resumable(ckpt, cfg.env.id, plan.obs_space, plan.act_space,
-                    param_shapes(plan.policy()), cfg.algo.name, ckpt.manifest.get("replay"))
-    state = torch.load(ckpt.path / "learner.pt", map_location="cpu", weights_only=True)
-    model = plan.policy()
-    model.load_state_dict(state["model"])
-    model.eval()
-    return LoadedPolicy(ckpt, cfg, plan, model, state.get("normalizer"))
 
 
 def describe_latest(run_dir: Path | str) -> str:

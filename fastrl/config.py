@@ -16,11 +16,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from fastrl.core.errors import ConfigError
+
 APPO_MAX_POLICY_LAG = 16  # infra.max_policy_lag of appo when unset
-
-
-class ConfigError(ValueError):
-    """A config key, type or value that fastrl does not accept."""
 
 
 def _f(default: Any, doc: str, **check: Any) -> Any:

@@ -55,11 +55,11 @@ from gymnasium import spaces
 
 from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
+from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
-from fastrl.rollout.envs import EnvSource, import_string
 
 WIDTH = 80  # of the boxes, borders included
 INNER = WIDTH - 4
@@ -424,7 +424,7 @@ def _logging_lines(report: dict[str, Any]) -> list[str]:
 
 def _supervisor_lines(report: dict[str, Any]) -> list[str]:
     s, shm = report["supervisor"], report["shared_memory"]
-    head = "supervisor (main process): fastrl/supervisor.py"
+    head = "supervisor (main process): fastrl/runtime/supervisor.py"
     if not s["restarts_workers"]:
         return [head, "runs workers and learner in turn in this process; no worker restarts",
                 "no shared-memory segments: rings and weights are in process memory"]
@@ -457,7 +457,7 @@ def render(report: dict[str, Any]) -> str:
              *_link(f"copied to the learner's device ({report['learner']['device']})"),
              *_box("LEARNER LAYER", "fastrl/learner/  fastrl/algos/", _learner_lines(report)),
              *_link("metrics (low rate), checkpoints"),
-             *_box("EVALUATION / LOGGING LAYER", "fastrl/logging/  fastrl/checkpoint.py",
+             *_box("EVALUATION / LOGGING LAYER", "fastrl/telemetry/  fastrl/checkpoint.py",
                    _logging_lines(report)),
              "└" + "─" * (WIDTH - 2) + "┘"]
     lines += ["  " + text for text in _supervisor_lines(report)]

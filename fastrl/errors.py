@@ -3,10 +3,10 @@ line naming what was wrong, and 1 on a run that failed."""
 
 from fastrl.checkpoint import CheckpointError
 from fastrl.config import ConfigError
+from fastrl.envs.source import EnvError
 from fastrl.memory.layout import UnsupportedSpace
 from fastrl.models.base import PolicyContractError
 from fastrl.models.policy import UnsupportedActionSpace
-from fastrl.rollout.envs import EnvError
 
 #: A bad config, env, space, policy or checkpoint.
 INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,

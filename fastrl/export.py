@@ -45,8 +45,10 @@ from torch import nn
 from torch.distributions import Distribution
 
 import fastrl
-from fastrl.checkpoint import CHECKPOINTS, Checkpoint, LoadedPolicy, load_policy, write_atomically
+from fastrl.checkpoint import CHECKPOINTS, Checkpoint
+from fastrl.core.files import write_atomically
 from fastrl.errors import INPUT_ERRORS
+from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.memory.layout import storage_of
 from fastrl.models.base import sample_obs
 

@@ -15,6 +15,7 @@ from torch import nn
 
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
+from fastrl.envs.source import EnvSource, env_source
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
@@ -22,7 +23,6 @@ from fastrl.models.base import build_policy
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor
-from fastrl.rollout.envs import EnvSource, env_source
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 

@@ -23,11 +23,11 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
+from fastrl.envs.source import env_source, import_string
 from fastrl.learner.offpolicy import replay_shape
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
-from fastrl.rollout.envs import env_source, import_string
-from fastrl.supervisor import GRACEFUL_EXIT_S, KILL_WAIT_S, RunResult, Supervisor
+from fastrl.runtime.supervisor import GRACEFUL_EXIT_S, KILL_WAIT_S, RunResult, Supervisor
 
 
 def make_run_dir(cfg: MainConfig) -> Path:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fastrl.envs import BatchedCartPole
-from fastrl.rollout.envs import EnvSource
+from fastrl.envs.source import EnvSource
 
 
 def test_spaces_equal_gymnasium():

@@ -20,10 +20,10 @@ from fastrl.checkpoint import (
     verify,
 )
 from fastrl.config import config_changes, load_config
+from fastrl.core.process import rng_state, set_rng_state
 from fastrl.learner.learner import drop_stale
 from fastrl.memory.layout import Field, SlotLayout
 from fastrl.memory.ring import Ring
-from fastrl.process import rng_state, set_rng_state
 
 OBS, ACT = spaces.Box(-1, 1, (4,)), spaces.Discrete(2)
 INFO = {"env_id": "CartPole-v1", "observation_space": repr(OBS), "action_space": repr(ACT),

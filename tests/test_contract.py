@@ -11,7 +11,7 @@ from conftest import ENDLESS, TINY, run_train
 from scripted_envs import BreaksContractEnv, CountSim
 
 from fastrl.envs.contract import EnvContractError, check_env
-from fastrl.rollout.envs import EnvSource
+from fastrl.envs.source import EnvSource
 
 SEED = 7
 

@@ -14,9 +14,9 @@ from test_resume import tb
 from examples import custom_env
 from fastrl import Callback, Trainer, load_config
 from fastrl.config import ConfigError
-from fastrl.logging.metrics import metric_documented
+from fastrl.core.timing import STAGES
 from fastrl.memory.segments import leftover_segments
-from fastrl.timing import STAGES
+from fastrl.telemetry.metrics import metric_documented
 
 
 def make_cartpole(**kwargs) -> gym.Env:
@@ -56,7 +56,7 @@ def test_callbacks_metrics_schema_custom_scalars_and_timing(tmp_path, no_shm_res
     # every update reached the callback (a report per update), with documented metrics only
     assert [s for s, _ in rec.updates] == list(range(64, 2049, 64))  # 2 workers x 2 envs x 16 steps
     undocumented = {k for _, m in rec.updates for k in m if not metric_documented(k)}
-    assert not undocumented, f"metrics missing from fastrl.logging.metrics.METRICS: {undocumented}"
+    assert not undocumented, f"missing from fastrl.telemetry.metrics.METRICS: {undocumented}"
     assert result.metrics == rec.updates[-1][1]
     assert [(s, src) for s, _, src in rec.evals] == [(1024, "learner"), (2048, "learner")]
     assert rec.evals[-1][1] == result.eval

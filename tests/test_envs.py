@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scripted_envs  # noqa: F401 - registers the scripted ids
 
-from fastrl.rollout.envs import EnvContractError, EnvError, EnvGroup, EnvSource, env_seeds
+from fastrl.envs.source import EnvContractError, EnvError, EnvGroup, EnvSource, env_seeds
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium's own checker warns first

@@ -1,4 +1,4 @@
-"""The evaluation harness (fastrl.evaluation, python -m fastrl.eval) on checkpoints of a
+"""The evaluation harness (fastrl.eval.harness, python -m fastrl.eval) on checkpoints of a
 tiny real CartPole PPO run: its numbers are those of a direct ``evaluate`` call, repeat
 exactly, continue each seed's env across episodes, and compare checkpoints on one suite;
 bad paths and incompatible checkpoints are refused in one line."""
@@ -20,20 +20,21 @@ import torch
 from conftest import TINY
 
 from fastrl import Trainer
-from fastrl.checkpoint import MANIFEST, checkpoints_dir, load_policy
+from fastrl.checkpoint import MANIFEST, checkpoints_dir
 from fastrl.config import load_config
-from fastrl.eval import (
+from fastrl.envs.source import EnvSource
+from fastrl.eval.checkpoints import (
     checkpoint_report,
     evaluate_checkpoint_to,
     evaluate_checkpoints,
     evaluate_loaded,
-    main,
 )
-from fastrl.evaluation import EvalError, SeedSuite, evaluate, evaluate_episodes
+from fastrl.eval.cli import main
+from fastrl.eval.harness import EvalError, SeedSuite, evaluate, evaluate_episodes
+from fastrl.eval.policy import load_policy
 from fastrl.memory.segments import leftover_segments
 from fastrl.models.policy import ActorCritic
-from fastrl.rollout.envs import EnvSource
-from fastrl.supervisor import checkpoint_eval_summary
+from fastrl.runtime.supervisor import checkpoint_eval_summary
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -227,5 +228,5 @@ def test_evaluate_checkpoint_to_in_a_spawned_process(run, tmp_path):
     assert written == checkpoint_report(evaluate_checkpoints([checkpoint]))
     assert written["global_step"] == 512 and written["summary"]["episodes"] == 2.0
     assert written["suite"]["num_seeds"] == 2  # the run's log.eval_episodes (TINY)
-    # what the supervisor logs of it (fastrl.supervisor, log.eval_on_checkpoint)
+    # what the supervisor logs of it (fastrl.runtime.supervisor, log.eval_on_checkpoint)
     assert checkpoint_eval_summary(written) == written["summary"]

@@ -18,9 +18,9 @@ from gymnasium import spaces
 import fastrl
 from examples import batched_sim, custom_env
 from fastrl.envs.contract import check_env
-from fastrl.evaluation import evaluate
-from fastrl.rollout.envs import EnvSource
-from fastrl.supervisor import RunResult
+from fastrl.envs.source import EnvSource
+from fastrl.eval.harness import evaluate
+from fastrl.runtime.supervisor import RunResult
 
 # Fraction of the random-to-controller gap a trained policy must close. The example configs
 # stop at about 80% of it (GoalReach: random 0.08, direct walk 1.97, target 1.6; Thermostats:
@@ -29,7 +29,7 @@ GAP_CLOSED = 0.5
 
 
 class ArrayPolicy:
-    """A policy for :func:`fastrl.evaluation.evaluate` from a function of the observation
+    """A policy for :func:`fastrl.eval.harness.evaluate` from a function of the observation
     batch (a numpy array) to the action batch."""
 
     def __init__(self, actions: Callable[[np.ndarray], np.ndarray]) -> None:

@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 import fastrl
 from fastrl import Trainer, load_config
-from fastrl.checkpoint import load_policy
+from fastrl.eval.policy import load_policy
 from fastrl.export import (
     INSTALL,
     DeterministicAction,

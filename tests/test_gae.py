@@ -10,11 +10,11 @@ from torch import nn
 
 from fastrl.algos.ppo import PPO, compute_gae
 from fastrl.config import AlgoConfig
+from fastrl.envs.source import EnvGroup, EnvSource
 from fastrl.memory.layout import trajectory_layout
+from fastrl.models.actors import policy_actor
 from fastrl.models.policy import ActorCritic
-from fastrl.rollout.actors import policy_actor
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvGroup, EnvSource
 
 G, L = 0.5, 0.5
 
@@ -101,7 +101,7 @@ def test_truncation_bootstraps_from_the_real_final_observation():
 
 
 def test_evaluation_cuts_episodes_of_envs_without_a_time_limit():
-    from fastrl.evaluation import evaluate
+    from fastrl.eval.harness import evaluate
 
     envs = EnvGroup(EnvSource("scripted_envs:Count-v0", {}), [0])  # never terminates
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])

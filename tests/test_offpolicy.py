@@ -12,15 +12,15 @@ import torch
 from gymnasium import spaces
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-from fastrl.algos.dqn import DQN
+from fastrl.algos.dqn import DQN, EpsilonGreedy, apex_epsilon
 from fastrl.algos.sac import SAC
 from fastrl.config import ConfigError, load_config
 from fastrl.learner.offpolicy import RateLimiter
+from fastrl.models.actors import RANDOM_TABLE, random_actor
 from fastrl.models.policy import UnsupportedActionSpace
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
 from fastrl.plan import plan_run
-from fastrl.rollout.actors import RANDOM_TABLE, EpsilonGreedy, apex_epsilon, random_actor
 
 ROOT = Path(__file__).parent.parent
 

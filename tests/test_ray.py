@@ -21,7 +21,7 @@ from test_solve import assert_solved
 
 from fastrl.checkpoint import latest_valid
 from fastrl.config import ConfigError, load_config
-from fastrl.ray_runtime import RayUnavailable, import_ray
+from fastrl.runtime.ray_workers import RayUnavailable, import_ray
 from fastrl.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(300)

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from fastrl.config import MainConfig, load_config
-from fastrl.evaluation import evaluate
+from fastrl.envs.source import EnvSource
+from fastrl.eval.harness import evaluate
 from fastrl.plan import plan_run
-from fastrl.rollout.envs import EnvSource
 from fastrl.trainer import Trainer
 
 
@@ -30,7 +30,7 @@ def test_default_config_solves_cartpole(algo, seed, tmp_path, no_shm_residue):
 
 def assert_solved(cfg: MainConfig, global_step: int, final_eval: dict, run_dir: Path) -> None:
     """The solve bar: within 500k steps, the learner's last evaluation (20 episodes, fixed
-    seeds, deterministic policy: fastrl.evaluation.evaluate) and the saved model evaluated
+    seeds, deterministic policy: fastrl.eval.harness.evaluate) and the saved model evaluated
     afresh here both average at least 475."""
     assert global_step <= 500_000
     assert final_eval["return_mean"] >= 475

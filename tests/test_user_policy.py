@@ -13,8 +13,8 @@ from gymnasium import spaces
 from torch import nn
 from user_policies import ActOnly, ColumnValue, TinyActorCritic, ZeroBasedQ
 
-from fastrl.checkpoint import load_policy
 from fastrl.config import AlgoConfig, load_config
+from fastrl.eval.policy import load_policy
 from fastrl.models.base import PolicyContractError, check_policy
 from fastrl.models.policy import flat_params, load_flat_params
 from fastrl.plan import make_policy, plan_run

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
+from gymnasium import spaces
 from torch import nn
 
-from fastrl.config import AlgoConfig
+from fastrl.config import AlgoConfig, DQNConfig
 from fastrl.models.qnet import QNetwork
 
 
@@ -87,3 +89,33 @@ class DQN:
         self.optimizer.load_state_dict(state["optimizer"])
         set_lr(self.optimizer, self.cfg.lr)  # a resumed config's lr, not the saved one
         self.updates = state["updates"]
+
+
+class EpsilonGreedy:
+    """DQN's actor: the Q-network's greedy actions, each env's replaced by a uniform one with
+    probability :attr:`epsilon` (set by the worker as its schedule advances)."""
+
+    def __init__(self, q: QNetwork, space: spaces.Discrete, seed: int) -> None:
+        self.q, self.space = q, space
+        self.rng = np.random.default_rng(seed)
+        self.epsilon = 1.0
+
+    def __call__(self, obs: np.ndarray):
+        action, log_prob, value = (x.numpy() for x in self.q.act(torch.from_numpy(obs)))
+        explore = self.rng.random(len(action)) < self.epsilon
+        if explore.any():
+            action[explore] = self.space.start + self.rng.integers(self.space.n,
+                                                                   size=int(explore.sum()))
+        return action, log_prob, value
+
+
+def apex_epsilon(cfg: DQNConfig, worker: int, num_workers: int, step: int,
+                 total_steps: int) -> float:
+    """Worker ``worker``'s epsilon at run step ``step``: linear from ``eps_start`` to its own
+    final value over ``exploration_fraction * total_steps``. The final values spread across
+    workers as in Ape-X, ``eps_base ** (1 + eps_alpha * i / (N - 1))``, so that some workers
+    explore while others collect near-greedy data."""
+    spread = worker / (num_workers - 1) if num_workers > 1 else 0.0
+    final = cfg.eps_base ** (1 + cfg.eps_alpha * spread)
+    progress = min(1.0, step / (cfg.exploration_fraction * total_steps))
+    return cfg.eps_start + progress * (final - cfg.eps_start)

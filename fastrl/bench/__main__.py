@@ -24,8 +24,8 @@ from fastrl.bench.report import plot_scaling, print_table, write_json
 from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
-from fastrl.rollout.envs import EnvError
-from fastrl.supervisor import ChildFailed
+from fastrl.envs.source import EnvError
+from fastrl.runtime.supervisor import ChildFailed
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
 IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process

@@ -9,7 +9,7 @@ import time
 
 from fastrl.bench.measure import Result, Snapshot, snapshot, summarize
 from fastrl.config import load_config
-from fastrl.supervisor import Supervisor
+from fastrl.runtime.supervisor import Supervisor
 from fastrl.trainer import make_run_dir
 
 SCENARIOS = {

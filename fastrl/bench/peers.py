@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from fastrl.bench.measure import Result, skipped, snapshot, summarize
-from fastrl.rollout.actors import RANDOM_TABLE, random_actor
-from fastrl.rollout.envs import make_env
+from fastrl.envs.source import make_env
+from fastrl.models.actors import RANDOM_TABLE, random_actor
 
 CHUNK = 256  # steps between clock checks
 

@@ -16,7 +16,7 @@ class BatchedEnv(Protocol):
     transition) and returns ``(obs, reward, terminated, truncated, final_obs)``: ``obs`` is
     the next observation (a fresh one where an episode ended), ``final_obs[i]`` the real
     last observation where env ``i`` ended (anything elsewhere). Returned arrays may be
-    reused by the next call. fastrl's :class:`~fastrl.rollout.envs.EnvGroup` (Gymnasium envs)
+    reused by the next call. fastrl's :class:`~fastrl.envs.source.EnvGroup` (Gymnasium envs)
     and :class:`~fastrl.envs.cartpole.BatchedCartPole` (numba) both implement it.
     """
 

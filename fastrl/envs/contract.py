@@ -8,7 +8,7 @@ A violation names the env, the field, what was expected and what came.
 
 :func:`check_env` holds an env to this contract for a few dozen steps before any process
 starts; workers keep checking what they can afford on every step (see
-:class:`~fastrl.rollout.envs.EnvGroup` and :func:`check_batch_arrays`).
+:class:`~fastrl.envs.source.EnvGroup` and :func:`check_batch_arrays`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils.env_checker import data_equivalence
 
+from fastrl.core.errors import ExplainedError
 from fastrl.memory.layout import storage_of
 
-if TYPE_CHECKING:  # fastrl.rollout.envs imports this module
-    from fastrl.rollout.envs import EnvSource
+if TYPE_CHECKING:  # fastrl.envs.source imports this module
+    from fastrl.envs.source import EnvSource
 
 
-class EnvError(ValueError):
+class EnvError(ExplainedError, ValueError):
     """An env that cannot be made, or that breaks the contract of its declared spaces."""
 
 

@@ -16,7 +16,15 @@ import torch
 from fastrl.algos import make_algo
 from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
-from fastrl.evaluation import SeedSuite, evaluate
+from fastrl.core.process import (
+    become_child,
+    report_crash,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
+from fastrl.core.timing import StageTimer, timing_metrics
+from fastrl.eval.harness import SeedSuite, evaluate
 from fastrl.learner.offpolicy import ReplayFeed, replay_shape
 from fastrl.learner.report import ReportWindow
 from fastrl.learner.staging import StagedBatch, make_stager
@@ -26,8 +34,6 @@ from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import flat_params, param_shapes
 from fastrl.plan import RunPlan
-from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
-from fastrl.timing import StageTimer, timing_metrics
 
 MAX_UPDATES_PER_ROUND = 64  # off-policy: updates between looks at the rings and schedule
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
@@ -115,7 +121,7 @@ class Learner:
     ``metrics`` takes ``(kind, step, payload)`` messages (a queue to the supervisor, or the
     serial runtime's dispatcher). ``produce``, in the serial runtime, runs the workers for
     a slot each: every wait of the learner calls it, so waiting for data makes the data.
-    ``timer`` keeps the learner's time per stage (fastrl.timing).
+    ``timer`` keeps the learner's time per stage (fastrl.core.timing).
     """
 
     def __init__(self, spec: LearnerSpec, metrics: Queue, rings: list[Ring],

@@ -79,11 +79,11 @@ from torch.distributions import Distribution
 
 from fastrl.config import AlgoConfig
 from fastrl.envs.contract import EnvError
+from fastrl.envs.source import load_factory
 from fastrl.memory.layout import storage_of
 from fastrl.models.policy import ObsFeatures, PolicyHead
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor
-from fastrl.rollout.envs import load_factory
 
 PROBE_BATCH = 7  # rows of the batch the contract calls run on
 

@@ -13,7 +13,7 @@ class QNetwork(nn.Module):
     """``Q(s, ·)`` for a Discrete action space; optionally dueling (``V + A - mean(A)``).
 
     The same module is the workers' inference copy (greedy action; epsilon is the actor's
-    business, see fastrl.rollout.actors) and the learner's online network.
+    business, see fastrl.models.actors) and the learner's online network.
     """
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],

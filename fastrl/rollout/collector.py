@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from fastrl.envs import BatchedEnv
-from fastrl.rollout.actors import Actor
-from fastrl.rollout.envs import EnvContractError
+from fastrl.envs.source import EnvContractError
+from fastrl.models.actors import Actor
 
 
 def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:

@@ -13,7 +13,18 @@ import numpy as np
 import psutil
 import torch
 
-from fastrl.checkpoint import parked_path, write_atomically
+from fastrl.algos.dqn import EpsilonGreedy, apex_epsilon
+from fastrl.checkpoint import parked_path
+from fastrl.core.files import write_atomically
+from fastrl.core.process import (
+    become_child,
+    report_crash,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
+from fastrl.core.timing import StageTimer
+from fastrl.envs.source import EnvContractError, EnvError, env_seeds
 from fastrl.memory.ring import (
     ACT_NS,
     ENV_NS,
@@ -29,13 +40,10 @@ from fastrl.memory.ring import (
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
+from fastrl.models.actors import policy_actor, random_actor
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
-from fastrl.process import become_child, report_crash, rng_state, seed_everything, set_rng_state
-from fastrl.rollout.actors import EpsilonGreedy, apex_epsilon, policy_actor, random_actor
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.envs import EnvContractError, EnvError, env_seeds
-from fastrl.timing import StageTimer
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 # The ring counters a worker adds to (a restarted one continues from the last one's values).
@@ -85,7 +93,7 @@ def run_worker(spec: WorkerSpec) -> None:
 def _terminate_on_request(ring: Ring) -> None:
     """Turn SIGTERM into :class:`Terminated` when the supervisor asked for it.
 
-    Children ignore SIGTERM (see fastrl.process.become_child) because a group SIGTERM is a
+    Children ignore SIGTERM (see fastrl.core.process.become_child) because a group SIGTERM is a
     graceful stop of the whole run, which the supervisor drives. The supervisor sets this
     ring's TERMINATE word before it sends SIGTERM to a hung worker: only then does the
     signal end the worker, from inside a stuck ``env.step`` if need be, so that the envs are
@@ -140,7 +148,7 @@ class RolloutWorker:
     """One worker's envs, policy copy and collector, filling its ring one slot at a time.
 
     A worker process loops on :meth:`wait_until_ready` and :meth:`fill_one`; the serial
-    runtime (fastrl.serial) calls :meth:`fill_one` whenever :meth:`ready` while the learner
+    runtime (fastrl.runtime.serial) calls :meth:`fill_one` whenever :meth:`ready` while the learner
     waits for data. ``timer`` gets the worker's rollout, weight-sync and waiting time.
     """
 
@@ -233,7 +241,7 @@ class RolloutWorker:
         self._store_times()
 
     def _store_times(self) -> None:
-        """This worker's time per stage into its ring's counters (fastrl.timing)."""
+        """This worker's time per stage into its ring's counters (fastrl.core.timing)."""
         ring, collector = self.ring, self.collector
         ring.set(ACT_NS, self.base[ACT_NS] + collector.act_ns)
         ring.set(ENV_NS, self.base[ENV_NS] + collector.env_ns)

@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from fastrl.config import LogConfig
+from fastrl.envs.source import EnvSource
 from fastrl.memory.wait import Stopped
-from fastrl.rollout.envs import EnvSource
 
 # SeedSuite field: (least value accepted, its python -m fastrl.eval flag, its config key)
 SUITE_FIELDS = {

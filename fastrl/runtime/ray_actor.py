@@ -3,7 +3,7 @@
 It is the same :class:`~fastrl.rollout.worker.RolloutWorker` as a worker process, over a
 one-slot ring and a weights buffer of its own in plain process memory: each :meth:`fill`
 call takes the weights the driver sends (when their version moved), fills one slot and
-returns its bytes and the worker's counters. The driver (fastrl.ray_runtime) puts the slot
+returns its bytes and the worker's counters. The driver (fastrl.runtime.ray_workers) puts the slot
 into the learner's ring, so the learner reads exactly what a local worker would have
 written. The driver wraps this class with ``ray.remote``.
 """
@@ -17,11 +17,11 @@ import socket
 import numpy as np
 import torch
 
+from fastrl.core.process import crash_text
 from fastrl.envs.contract import EnvError
 from fastrl.memory.ring import WAIT_NS, Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
-from fastrl.process import crash_text
 from fastrl.rollout.worker import WORKER_COUNTERS, RolloutWorker, WorkerSpec
 
 # The counters a remote worker keeps and the driver copies into the learner's ring. The
@@ -32,7 +32,7 @@ COUNTERS = tuple(c for c in WORKER_COUNTERS if c != WAIT_NS)
 
 class WorkerCrash(Exception):
     """What a remote worker raises for any failure: ``report`` is the crash report that a
-    worker process would have written (fastrl.process.crash_text); ``broken_env`` says the
+    worker process would have written (fastrl.core.process.crash_text); ``broken_env`` says the
     env itself breaks its contract, so a restart cannot help."""
 
     def __init__(self, report: str, broken_env: bool) -> None:

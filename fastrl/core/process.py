@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fastrl.rollout.envs import EnvError
+from fastrl.core.errors import ExplainedError
 
 PR_SET_PDEATHSIG = 1
 # What a terminal or a service manager sends to stop a run (to the whole process group).
@@ -73,14 +73,14 @@ def crash_report_path(run_dir: str | Path, who: str) -> Path:
 
 def report_crash(run_dir: str, who: str, exc: BaseException, context: str = "") -> None:
     """Write what the supervisor will show of ``exc``: a ``context`` line (which env), then
-    the message alone for the errors fastrl words itself (bad env), the full traceback for
-    anything else."""
+    the message alone for an :class:`~fastrl.core.errors.ExplainedError` (a bad env), the
+    full traceback for anything else."""
     write_crash(run_dir, who, crash_text(exc, context))
 
 
 def crash_text(exc: BaseException, context: str = "") -> str:
     """The report of ``exc`` that :func:`report_crash` writes."""
-    if isinstance(exc, EnvError):
+    if isinstance(exc, ExplainedError):
         text = f"{type(exc).__name__}: {exc}\n"
     else:
         text = "".join(traceback.format_exception(exc))

@@ -11,9 +11,6 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from fastrl.config import DQNConfig
-from fastrl.models.qnet import QNetwork
-
 Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
@@ -66,33 +63,3 @@ def random_actor(space: spaces.Space, num_envs: int, seed: int) -> Actor:
         return table[step - 1], zeros, zeros
 
     return act
-
-
-class EpsilonGreedy:
-    """DQN's actor: the Q-network's greedy actions, each env's replaced by a uniform one with
-    probability :attr:`epsilon` (set by the worker as its schedule advances)."""
-
-    def __init__(self, q: QNetwork, space: spaces.Discrete, seed: int) -> None:
-        self.q, self.space = q, space
-        self.rng = np.random.default_rng(seed)
-        self.epsilon = 1.0
-
-    def __call__(self, obs: np.ndarray):
-        action, log_prob, value = (x.numpy() for x in self.q.act(torch.from_numpy(obs)))
-        explore = self.rng.random(len(action)) < self.epsilon
-        if explore.any():
-            action[explore] = self.space.start + self.rng.integers(self.space.n,
-                                                                   size=int(explore.sum()))
-        return action, log_prob, value
-
-
-def apex_epsilon(cfg: DQNConfig, worker: int, num_workers: int, step: int,
-                 total_steps: int) -> float:
-    """Worker ``worker``'s epsilon at run step ``step``: linear from ``eps_start`` to its own
-    final value over ``exploration_fraction * total_steps``. The final values spread across
-    workers as in Ape-X, ``eps_base ** (1 + eps_alpha * i / (N - 1))``, so that some workers
-    explore while others collect near-greedy data."""
-    spread = worker / (num_workers - 1) if num_workers > 1 else 0.0
-    final = cfg.eps_base ** (1 + cfg.eps_alpha * spread)
-    progress = min(1.0, step / (cfg.exploration_fraction * total_steps))
-    return cfg.eps_start + progress * (final - cfg.eps_start)

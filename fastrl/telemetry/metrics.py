@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
-from fastrl.timing import STAGES, format_table
+from fastrl.core.timing import STAGES, format_table
 
 #: Every key of the metrics dictionary the learner reports every ``log.metrics_every_s``
 #: (``RunResult.metrics``, ``Callback.on_update``), with its meaning; losses are means over
-#: the updates since the last report. ``<stage>`` is one of fastrl.timing.STAGES.
+#: the updates since the last report. ``<stage>`` is one of fastrl.core.timing.STAGES.
 #: In TensorBoard a key without a ``/`` is ``train/<key>``, a loss key ``loss/<key>``.
 METRICS: dict[str, str] = {
     # PPO and APPO
@@ -170,7 +170,7 @@ class MetricsLogger:
                 self._writer.add_scalar(f"custom/{key}", float(value), step)
 
     def timing(self, table: dict[str, dict[str, float]]) -> None:
-        """Print the end-of-run table of time per stage and process (fastrl.timing) to
+        """Print the end-of-run table of time per stage and process (fastrl.core.timing) to
         stderr, with or without the progress line."""
         if not table:
             return

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 
+from fastrl.core.timing import StageTimer
 from fastrl.learner.learner import Learner, LearnerSpec
-from fastrl.logging.events import RunEvents
 from fastrl.memory.ring import INCARNATION, Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
 from fastrl.rollout.worker import RolloutWorker, WorkerSpec, load_parked
-from fastrl.timing import StageTimer
+from fastrl.telemetry.events import RunEvents
 
 
 def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedWeights,

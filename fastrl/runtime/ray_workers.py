@@ -5,7 +5,7 @@ runs (the node with the GPU): the learner reads the same rings as with local wor
 the algorithm code does not know the difference. What changes is who writes the rings: a
 relay thread in the supervisor process.
 
-- **Slots.** Each worker is a :class:`~fastrl.rollout.remote.RemoteWorker` actor. The relay
+- **Slots.** Each worker is a :class:`~fastrl.runtime.ray_actor.RemoteWorker` actor. The relay
   asks it for one slot at a time (at most ``PIPELINE`` calls queued, each holding a free
   slot of the learner's ring), and copies a slot into the ring and publishes it only once
   its bytes have arrived whole through Ray's object store. An actor that dies mid-call never
@@ -39,14 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.checkpoint import parked_path, write_atomically
+from fastrl.checkpoint import parked_path
+from fastrl.core.files import write_atomically
+from fastrl.core.process import STOP_SIGNALS, write_crash
 from fastrl.memory.ring import HEARTBEAT_NS, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
-from fastrl.process import STOP_SIGNALS, write_crash
-from fastrl.rollout.remote import COUNTERS, RemoteWorker, WorkerCrash
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
+from fastrl.runtime.ray_actor import COUNTERS, RemoteWorker, WorkerCrash
 
 PIPELINE = 2  # calls queued per actor: the next slot is filled while the last one travels
 PLACEMENT_TIMEOUT_S = 120.0  # for the cluster to find a CPU for every worker

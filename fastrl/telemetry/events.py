@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastrl.callbacks import Callback
-from fastrl.logging.metrics import MetricsLogger
+from fastrl.telemetry.metrics import MetricsLogger
 
 
 def custom_scalars(callback: Callback, hook: str, extra: object) -> dict[str, float]:

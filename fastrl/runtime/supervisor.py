@@ -30,9 +30,17 @@ from fastrl.checkpoint import (
     parked_path,
 )
 from fastrl.config import MainConfig
+from fastrl.core.process import (
+    STOP_SIGNALS,
+    become_child,
+    crash_report_path,
+    read_crash,
+    report_crash,
+)
+from fastrl.core.timing import timing_metrics
+from fastrl.envs.source import EnvSource
+from fastrl.eval.checkpoints import evaluate_checkpoint_to
 from fastrl.learner.learner import LearnerSpec, ring_shape, run_learner
-from fastrl.logging.events import RunEvents
-from fastrl.logging.metrics import MetricsLogger
 from fastrl.memory.ring import (
     ACT_NS,
     ENV_NS,
@@ -50,18 +58,11 @@ from fastrl.memory.ring import (
 from fastrl.memory.segments import SegmentOwner, check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import SHM_KNOBS, RunPlan, plan_run
-from fastrl.process import (
-    STOP_SIGNALS,
-    become_child,
-    crash_report_path,
-    read_crash,
-    report_crash,
-)
-from fastrl.ray_runtime import RayWorkers
-from fastrl.rollout.envs import EnvSource
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, WorkerSpec, run_worker
-from fastrl.serial import run_serial
-from fastrl.timing import timing_metrics
+from fastrl.runtime.ray_workers import RayWorkers
+from fastrl.runtime.serial import run_serial
+from fastrl.telemetry.events import RunEvents
+from fastrl.telemetry.metrics import MetricsLogger
 
 POLL_S = 0.05
 # The learner may be evaluating, waiting up to PARK_WAIT_S (20 s) for the workers to park,
@@ -97,7 +98,7 @@ class RunResult:
 
 
 def worker_timing(ring: Ring) -> dict[str, float]:
-    """Seconds a ring's worker spent per stage (fastrl.timing), from its counters."""
+    """Seconds a ring's worker spent per stage (fastrl.core.timing), from its counters."""
     return {"rollout": ring.get(FILL_NS) / 1e9, "sync_weights": ring.get(SYNC_NS) / 1e9,
             "waiting": ring.get(WAIT_NS) / 1e9}
 
@@ -117,8 +118,6 @@ def run_checkpoint_eval(parent_pid: int, checkpoint: str, out: str, env: EnvSour
     """Process entry point: evaluate one checkpoint (fastrl.eval) into ``out``, with the
     run's own env source and policy (which the run directory may not be able to rebuild)."""
     become_child(parent_pid)
-    from fastrl.eval import evaluate_checkpoint_to  # (the top layer: imported in the child)
-
     try:
         evaluate_checkpoint_to(checkpoint, out, env, policy)
     except BaseException as e:
@@ -335,7 +334,7 @@ class Supervisor:
         self._poll_checkpoint_evals()
 
     def _timing_table(self, serial: bool) -> dict[str, dict[str, float]]:
-        """Seconds per stage of every process (fastrl.timing): the learner's from its last
+        """Seconds per stage of every process (fastrl.core.timing): the learner's from its last
         message, each worker's from its ring's counters."""
         final = self._events.final or {}
         table = {("serial" if serial else "learner"): final.get("timing", {})}
@@ -679,6 +678,6 @@ class Supervisor:
             time.sleep(POLL_S)
         for p in procs:
             if p.is_alive():
-                p.kill()  # children ignore SIGTERM (see fastrl.process.become_child)
+                p.kill()  # children ignore SIGTERM (see fastrl.core.process.become_child)
         for p in procs:
             p.join(KILL_WAIT_S)
