@@ -26,14 +26,17 @@ def test_every_leaf_key_is_in_the_page():
 def test_sections_are_found_by_walking_the_dataclasses():
     # A section generated at run time (as a plug-in's would be) gets its own table.
     inner = make_dataclass("PluginConfig", [
-        ("rate", float, field(default=0.5, metadata={"doc": "a | b", "gt": 0}))])
+        ("rate", float, field(default=0.5, metadata={"doc": "a | b", "gt": 0}))],
+        namespace={"__doc__": "Keys of algo.<name>."})
     outer = make_dataclass("RootConfig", [
         ("plugin", inner, field(default_factory=inner)),
         ("seed", int, field(default=1, metadata={"doc": "the seed"}))])
     page = config_reference.render(outer)
     assert "## `plugin`" in page and "## Top-level keys" in page
     assert "| `plugin.rate` | `float` | `0.5` | a \\| b *(> 0)* |" in page
-    assert "PluginConfig(" not in page  # a generated dataclass docstring is no intro
+    assert "Keys of algo.&lt;name>." in page  # (not an HTML tag)
+    plain = make_dataclass("Plain", [("x", int, field(default=0))])
+    assert "Plain(" not in config_reference.render(plain)  # a generated docstring: no intro
 
 
 def test_check_flag(tmp_path, capsys):
