@@ -8,7 +8,7 @@ cannot express (``num_workers >= 1``, ``lr > 0``, ...) and turns every failure i
 from __future__ import annotations
 
 import hashlib
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, make_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,192 +16,131 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from fastrl.algos.base import Algorithm, DataMode, ReplayConfig
+from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
-
-APPO_MAX_POLICY_LAG = 16  # infra.max_policy_lag of appo when unset
-
-
-def _f(default: Any, doc: str, **check: Any) -> Any:
-    """A dataclass field with its documentation and value checks in the metadata.
-
-    ``check`` takes ``gt``, ``ge``, ``le`` (numeric bounds) or ``choices`` (allowed values).
-    """
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc, **check})
-    return field(default=default, metadata={"doc": doc, **check})
+from fastrl.core.settings import bound_problem, setting
 
 
 @dataclass
 class EnvConfig:
     """Which environment the workers step."""
 
-    id: str = _f("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module first); "
+    id: str = setting("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module first); "
                  "with fn or vector_fn, the run's name for the env")
-    kwargs: dict[str, Any] = _f({}, "keyword arguments passed to gymnasium.make, fn or "
+    kwargs: dict[str, Any] = setting({}, "keyword arguments passed to gymnasium.make, fn or "
                                 "vector_fn")
-    fn: str = _f("", "import string 'package.module:make_env' of a Gymnasium-API env factory, "
+    fn: str = setting("", "import string 'package.module:make_env' of a Gymnasium-API env factory, "
                  "called as make_env(**kwargs), instead of gymnasium.make(id)")
-    vector_fn: str = _f("", "import string 'package.module:make_sim' of a batched simulator "
+    vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched simulator "
                         "factory, called as make_sim(seeds, **kwargs) (fastrl.envs.BatchedEnv)")
 
 
 @dataclass
-class ReplayConfig:
-    """Off-policy data path (dqn, sac): replay buffer and the samples-per-insert limiter."""
+class AlgoSettings:
+    """Algorithm choice and the hyper-parameters every algorithm may read (CleanRL's names
+    and defaults where they exist). The policy-gradient keys (gae_lambda ... target_kl) are
+    PPO's, shared by appo and a2c."""
 
-    capacity: int = _f(100_000, "transitions the replay buffer holds", gt=0)
-    batch_size: int = _f(128, "transitions per gradient update", gt=0)
-    prioritized: bool = _f(False, "prioritized replay (sum tree) instead of uniform")
-    alpha: float = _f(0.6, "priority exponent: priority = (|td| + eps) ** alpha", ge=0)
-    beta: float = _f(0.4, "importance-sampling exponent at the start, annealed linearly to 1 "
-                     "over algo.total_steps", ge=0, le=1)
-    eps: float = _f(1e-6, "added to |td| so that no priority is 0", gt=0)
-    n_step: int = _f(1, "n-step returns (cut at episode ends)", gt=0)
-    learning_starts: int = _f(10_000, "transitions collected before the first update", ge=0)
-    updates_per_step: float = _f(
-        0.25, "update-to-data ratio: gradient updates per env step collected; the learner "
-        "samples batch_size * updates_per_step transitions per transition inserted", gt=0)
-    max_ahead_steps: int = _f(
-        1024, "how far (env steps) collection may run ahead of that ratio, or training behind "
-        "it, before one side waits for the other", gt=0)
-
-
-@dataclass
-class DQNConfig:
-    """DQN: double Q, target network, dueling head, per-worker epsilon (Ape-X)."""
-
-    double: bool = _f(True, "double Q-learning: the online net picks the next action")
-    dueling: bool = _f(False, "dueling head: Q = V + A - mean(A)")
-    target_tau: float = _f(1.0, "target update: 1.0 copies the online net (hard), < 1 moves "
-                           "the target that fraction towards it (Polyak)", gt=0, le=1)
-    target_every: int = _f(500, "gradient updates between target updates (1 with Polyak)",
-                           gt=0)
-    eps_start: float = _f(1.0, "every worker's epsilon at step 0", ge=0, le=1)
-    eps_base: float = _f(0.4, "Ape-X: worker i of N ends at eps_base ** (1 + eps_alpha * i / "
-                         "(N - 1))", ge=0, le=1)
-    eps_alpha: float = _f(7.0, "Ape-X spread of the final epsilons across workers", ge=0)
-    exploration_fraction: float = _f(
-        0.5, "fraction of algo.total_steps over which epsilon decays linearly", gt=0, le=1)
-
-
-@dataclass
-class SACConfig:
-    """SAC: twin Q, tanh-squashed Gaussian actor, automatic entropy tuning."""
-
-    q_lr: float = _f(1e-3, "critic learning rate (the actor uses algo.lr)", gt=0)
-    tau: float = _f(0.005, "Polyak factor of the target critics", gt=0, le=1)
-    autotune: bool = _f(True, "tune the entropy coefficient towards target_entropy")
-    alpha: float = _f(0.2, "entropy coefficient (its start value when autotune)", gt=0)
-    target_entropy: float | None = _f(None, "entropy target (null: -action dimensions)")
-
-
-@dataclass
-class APPOConfig:
-    """APPO (asynchronous PPO, Sample Factory's): workers never wait for new weights; the
-    learner trains on whichever slots are ready, with V-trace targets (Espeholt et al. 2018)
-    correcting for the policy lag, and PPO's clipped surrogate against the behaviour
-    policy."""
-
-    batch_slots: int | None = _f(None, "ring slots per update, taken from whichever workers "
-                                 "have one ready (null: infra.num_workers)", gt=0)
-    rho_bar: float = _f(1.0, "V-trace: clip of the importance ratios in the targets' "
-                        "temporal differences and the policy-gradient advantages", gt=0)
-    c_bar: float = _f(1.0, "V-trace: clip of the trace-cutting ratios", gt=0)
-    vtrace_lambda: float = _f(1.0, "V-trace: lambda of the traces (1: the paper's)", ge=0,
-                              le=1)
-
-
-@dataclass
-class AlgoConfig:
-    """Algorithm choice and hyper-parameters (CleanRL's names and defaults where they
-    exist). The PPO keys sit at this level; ``replay``, ``dqn`` and ``sac`` hold the
-    off-policy ones."""
-
-    name: str = _f("ppo", "algorithm: ppo (on-policy), appo (asynchronous PPO with "
-                   "V-trace), dqn (Discrete actions), sac (Box actions); none: no training, "
-                   "the learner only drains slots (collection throughput)",
-                   choices=("ppo", "appo", "dqn", "sac", "none"))
-    random_actions: bool = _f(False, "with name=none: workers act uniformly at random "
-                              "instead of running the policy")
-    total_steps: int = _f(500_000, "env steps to train for", gt=0)
-    target_return: float | None = _f(
+    name: str = setting("ppo", "algorithm: " + "; ".join(
+        f"{a.name}: {a.summary}" for a in ALGORITHMS.values()), choices=tuple(ALGORITHMS))
+    random_actions: bool = setting(False, "with name=none: workers act uniformly at random "
+                                   "instead of running the policy")
+    total_steps: int = setting(500_000, "env steps to train for", gt=0)
+    target_return: float | None = setting(
         475.0, "stop early once the evaluation mean return reaches this (null: never)"
     )
-    lr: float = _f(2.5e-4, "Adam learning rate", gt=0)
-    anneal_lr: bool = _f(True, "decay lr linearly to 0 over total_steps")
-    gamma: float = _f(0.99, "discount factor", gt=0, le=1)
-    gae_lambda: float = _f(0.95, "GAE lambda", ge=0, le=1)
-    update_epochs: int = _f(4, "passes over each batch", gt=0)
-    num_minibatches: int = _f(4, "minibatches per epoch (must divide the batch)", gt=0)
-    clip_coef: float = _f(0.2, "PPO ratio clip", gt=0)
-    clip_vloss: bool = _f(True, "clip the value loss like the policy ratio")
-    ent_coef: float = _f(0.01, "entropy bonus coefficient", ge=0)
-    vf_coef: float = _f(0.5, "value loss coefficient", ge=0)
-    max_grad_norm: float = _f(0.5, "gradient norm clip (PPO, DQN)", gt=0)
-    norm_adv: bool = _f(True, "normalise advantages per minibatch")
-    target_kl: float | None = _f(None, "stop an update's epochs early past this approx-KL")
-    hidden_sizes: list[int] = _f([64, 64], "MLP hidden layer widths of every network")
-    policy: str = _f("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
+    lr: float = setting(2.5e-4, "Adam learning rate", gt=0)
+    anneal_lr: bool = setting(True, "decay lr linearly to 0 over total_steps")
+    gamma: float = setting(0.99, "discount factor", gt=0, le=1)
+    gae_lambda: float = setting(0.95, "GAE lambda", ge=0, le=1)
+    update_epochs: int = setting(4, "passes over each batch", gt=0)
+    num_minibatches: int = setting(4, "minibatches per epoch (must divide the batch)", gt=0)
+    clip_coef: float = setting(0.2, "PPO ratio clip", gt=0)
+    clip_vloss: bool = setting(True, "clip the value loss like the policy ratio")
+    ent_coef: float = setting(0.01, "entropy bonus coefficient", ge=0)
+    vf_coef: float = setting(0.5, "value loss coefficient", ge=0)
+    max_grad_norm: float = setting(0.5, "gradient norm clip (PPO, DQN)", gt=0)
+    norm_adv: bool = setting(True, "normalise advantages per minibatch")
+    target_kl: float | None = setting(None, "stop an update's epochs early past this approx-KL")
+    hidden_sizes: list[int] = setting([64, 64], "MLP hidden layer widths of every network")
+    policy: str = setting("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
                      "subclass to act and train with (empty: the built-in network of name)")
-    appo: APPOConfig = field(default_factory=APPOConfig)
-    replay: ReplayConfig = field(default_factory=ReplayConfig)
-    dqn: DQNConfig = field(default_factory=DQNConfig)
-    sac: SACConfig = field(default_factory=SACConfig)
 
     @property
-    def off_policy(self) -> bool:
-        """True for the algorithms that learn from a replay buffer."""
-        return self.name in ("dqn", "sac")
+    def algorithm(self) -> Algorithm:
+        """The plug-in of ``name`` (fastrl.algos)."""
+        return algorithm(self.name)
 
-    @property
-    def on_policy(self) -> bool:
-        """True for the algorithms that train on ring slots as they come (ppo, appo)."""
-        return self.name in ("ppo", "appo")
+
+def _algo_sections() -> list[tuple[str, type, Any]]:
+    """The ``algo.<section>`` fields: each algorithm's own section, and ``replay`` when any
+    algorithm learns from a replay buffer."""
+    sections = [(a.name, a.section) for a in ALGORITHMS.values() if a.section]
+    if any(a.data is DataMode.REPLAY for a in ALGORITHMS.values()):
+        sections.append(("replay", ReplayConfig))
+    return [(name, cls, field(default_factory=cls)) for name, cls in sections]
+
+
+def section_users(section: str) -> list[str]:
+    """The algorithms that read ``algo.<section>``."""
+    return [a.name for a in ALGORITHMS.values() if a.name == section
+            or (section == "replay" and a.data is DataMode.REPLAY)]
+
+
+#: The ``algo`` section: :class:`AlgoSettings` plus one section per plug-in that has one
+#: (``algo.appo``, ``algo.dqn``, ``algo.sac``, ``algo.replay``).
+AlgoConfig = make_dataclass("AlgoConfig", _algo_sections(), bases=(AlgoSettings,))
+AlgoConfig.__module__ = __name__  # (spawned children unpickle it from here)
+AlgoConfig.__doc__ = AlgoSettings.__doc__ + (
+    " Each algorithm with keys of its own has its section: algo.<name>, and algo.replay for "
+    "the algorithms that learn from a replay buffer.")
 
 
 @dataclass
 class InfraConfig:
     """Processes, shared memory and devices."""
 
-    num_workers: int = _f(2, "rollout worker processes", gt=0)
-    envs_per_worker: int = _f(4, "environments each worker steps", gt=0)
-    rollout_len: int = _f(64, "steps per env in one trajectory slot", gt=0)
-    ring_slots: int = _f(2, "trajectory slots in each worker's ring", gt=0)
-    max_policy_lag: int | None = _f(
-        None, "policy versions a slot may lag the learner before it is dropped unread (ppo, "
-        "appo; null: 0 for ppo, which is strictly on-policy, and "
-        f"{APPO_MAX_POLICY_LAG} for appo)", ge=0)
-    staging_depth: int = _f(
+    num_workers: int = setting(2, "rollout worker processes", gt=0)
+    envs_per_worker: int = setting(4, "environments each worker steps", gt=0)
+    rollout_len: int = setting(64, "steps per env in one trajectory slot", gt=0)
+    ring_slots: int = setting(2, "trajectory slots in each worker's ring", gt=0)
+    max_policy_lag: int | None = setting(
+        None, "policy versions a slot may lag the learner before it is dropped unread (the "
+        "on-policy algorithms; null: the algorithm's default, " + ", ".join(
+            f"{a.default_max_policy_lag} for {a.name}" for a in ALGORITHMS.values()
+            if a.data.on_policy) + "; 0 is strictly on-policy)", ge=0)
+    staging_depth: int = setting(
         2, "on-policy batches staged ahead of training: on CUDA, pinned host buffers and "
         "device buffers in rotation, copied on their own stream while the batch before "
         "trains (2: double buffering); on the CPU slots are used in place (one slot) or "
         "copied once into reused buffers; 0: synchronous copies (a fresh concatenation and "
         "a blocking transfer per batch, the baseline of python -m fastrl.bench --scenario "
         "learner)", ge=0)
-    device: str = _f("auto", "learner device: auto picks cuda when available", choices=(
+    device: str = setting("auto", "learner device: auto picks cuda when available", choices=(
         "auto", "cpu", "cuda"))
-    worker_timeout_s: float = _f(
+    worker_timeout_s: float = setting(
         60.0, "a worker silent this long (neither stepping nor waiting) is restarted; under "
         "runtime=ray a worker reports once per slot, so one slot must take less", gt=0
     )
-    max_restarts: int = _f(
+    max_restarts: int = setting(
         3, "worker restarts allowed within restart_window_s; one more stops the run", ge=0
     )
-    restart_window_s: float = _f(300.0, "window over which worker restarts are counted", gt=0)
-    check_slots: bool = _f(
+    restart_window_s: float = setting(300.0, "window over which worker restarts are counted", gt=0)
+    check_slots: bool = setting(
         False, "workers stamp every slot with a CRC32 that the learner verifies (torn data)"
     )
-    learner_timeout_s: float = _f(
+    learner_timeout_s: float = setting(
         300.0, "a learner silent this long (one update or eval step) is reported hung", gt=0
     )
-    learner_threads: int = _f(1, "torch threads of the learner process", gt=0)
-    pin_workers: bool = _f(False, "pin worker i to CPU core i mod cores")
-    runtime: str = _f("local", "local: workers and learner in their own processes; serial: "
+    learner_threads: int = setting(1, "torch threads of the learner process", gt=0)
+    pin_workers: bool = setting(False, "pin worker i to CPU core i mod cores")
+    runtime: str = setting("local", "local: workers and learner in their own processes; serial: "
                       "everything in the calling process, for breakpoints in envs and "
                       "losses (same algorithm and policy code); ray: workers as Ray actors, "
                       "spread over the nodes of a Ray cluster (pip install '.[ray]')",
                       choices=("local", "serial", "ray"))
-    ray_address: str | None = _f(
+    ray_address: str | None = setting(
         None, "runtime=ray: the Ray cluster to join ('auto', or the head's HOST:PORT; run "
         "fastrl on a node of it, the learner's); null: start a local Ray for this run")
 
@@ -210,27 +149,27 @@ class InfraConfig:
 class LogConfig:
     """Where results go and how often."""
 
-    run_dir: str = _f("runs", "parent folder of run directories")
-    run_name: str | None = _f(None, "run folder name (null: env_algo_seed_time)")
-    tensorboard: bool = _f(True, "write TensorBoard scalars")
-    console: bool = _f(True, "show a progress line on the console")
-    metrics_every_s: float = _f(
+    run_dir: str = setting("runs", "parent folder of run directories")
+    run_name: str | None = setting(None, "run folder name (null: env_algo_seed_time)")
+    tensorboard: bool = setting(True, "write TensorBoard scalars")
+    console: bool = setting(True, "show a progress line on the console")
+    metrics_every_s: float = setting(
         0.5, "seconds between the learner's metrics reports (TensorBoard, console, "
         "Callback.on_update); update statistics are summed on the learner's device in "
         "between and leave it only then (0: report every update)", ge=0)
-    eval_every_steps: int = _f(10_000, "env steps between evaluations", gt=0)
-    eval_episodes: int = _f(20, "seeds of the evaluation suite: eval_seed..eval_seed+n-1",
+    eval_every_steps: int = setting(10_000, "env steps between evaluations", gt=0)
+    eval_episodes: int = setting(20, "seeds of the evaluation suite: eval_seed..eval_seed+n-1",
                             gt=0)
-    eval_seed: int = _f(10_000, "first seed of the evaluation suite", ge=0)
-    eval_episodes_per_seed: int = _f(1, "episodes played from each evaluation seed", gt=0)
-    eval_on_checkpoint: bool = _f(
+    eval_seed: int = setting(10_000, "first seed of the evaluation suite", ge=0)
+    eval_episodes_per_seed: int = setting(1, "episodes played from each evaluation seed", gt=0)
+    eval_on_checkpoint: bool = setting(
         False, "also evaluate every checkpoint in a separate process (python -m fastrl.eval "
         "harness; the learner does not wait for it)")
-    eval_max_steps: int = _f(
+    eval_max_steps: int = setting(
         100_000, "step cap of an evaluation episode (for envs without a TimeLimit)", gt=0
     )
-    checkpoint_every_steps: int = _f(20_000, "env steps between checkpoints", gt=0)
-    keep_checkpoints: int = _f(3, "newest checkpoints kept in RUN_DIR/checkpoints", gt=0)
+    checkpoint_every_steps: int = setting(20_000, "env steps between checkpoints", gt=0)
+    keep_checkpoints: int = setting(3, "newest checkpoints kept in RUN_DIR/checkpoints", gt=0)
 
 
 @dataclass
@@ -241,7 +180,7 @@ class MainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     infra: InfraConfig = field(default_factory=InfraConfig)
     log: LogConfig = field(default_factory=LogConfig)
-    seed: int = _f(1, "run seed; every worker's env seeds derive from it", ge=0)
+    seed: int = setting(1, "run seed; every worker's env seeds derive from it", ge=0)
 
     @property
     def total_envs(self) -> int:
@@ -250,11 +189,9 @@ class MainConfig:
 
     @property
     def batch_slots(self) -> int:
-        """Ring slots per on-policy update: one from every worker (ppo), or
-        ``algo.appo.batch_slots`` from whichever workers have one ready (appo)."""
-        if self.algo.name == "appo" and self.algo.appo.batch_slots is not None:
-            return self.algo.appo.batch_slots
-        return self.infra.num_workers
+        """Ring slots per on-policy update, as the algorithm takes them: one from every
+        worker (SYNC), or ``algo.appo.batch_slots`` from whichever workers have one (appo)."""
+        return self.algo.algorithm.batch_slots(self)
 
     @property
     def batch_size(self) -> int:
@@ -267,7 +204,7 @@ class MainConfig:
         lag = self.infra.max_policy_lag
         if lag is not None:
             return lag
-        return APPO_MAX_POLICY_LAG if self.algo.name == "appo" else 0
+        return self.algo.algorithm.default_max_policy_lag
 
 
 def field_docs(cls: type = MainConfig, prefix: str = "") -> list[tuple[str, str, Any, str]]:
@@ -363,27 +300,14 @@ def check_values(cfg: MainConfig) -> None:
             value = getattr(section, f.name)
             if value is None or is_dataclass(value):
                 continue
-            problem = _bound_problem(value, f.metadata)
+            problem = bound_problem(value, f.metadata)
             if problem:
                 raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
-    mb = cfg.algo.num_minibatches
-    if cfg.algo.on_policy and (cfg.batch_size % mb or cfg.batch_size // mb < 2):
-        slots = "algo.appo.batch_slots" if cfg.algo.name == "appo" else "num_workers"
-        raise ConfigError(
-            f"config key 'algo.num_minibatches={mb}' must divide the batch "
-            f"{slots}*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
-            "at least 2 transitions"
-        )
-    if cfg.algo.name == "appo" and cfg.batch_slots > cfg.infra.num_workers * \
-            cfg.infra.ring_slots:
-        raise ConfigError(
-            f"config key 'algo.appo.batch_slots={cfg.batch_slots}' is more slots than the "
-            f"rings hold (infra.num_workers*infra.ring_slots="
-            f"{cfg.infra.num_workers * cfg.infra.ring_slots}): the learner would wait for "
-            "good; lower it or raise infra.ring_slots")
-    if cfg.algo.random_actions and cfg.algo.name != "none":
-        raise ConfigError("config key 'algo.random_actions=true' needs algo.name=none "
-                          "(nothing can learn from random actions)")
+    algo = cfg.algo.algorithm
+    if cfg.algo.random_actions and algo.trains:
+        raise ConfigError(f"config key 'algo.random_actions=true' needs "
+                          f"{_names(lambda a: not a.trains)} (nothing can learn from random "
+                          "actions)")
     if cfg.env.fn and cfg.env.vector_fn:
         raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
                           f"{cfg.env.vector_fn}': give one env factory, not both")
@@ -395,8 +319,10 @@ def check_values(cfg: MainConfig) -> None:
     if not cfg.env.id.strip():
         raise ConfigError("config key 'env.id' is empty: name the env (a gymnasium id, or "
                           "with env.fn / env.vector_fn the run's name for it)")
-    if cfg.algo.off_policy:
+    if algo.data is DataMode.REPLAY:
         _check_replay_fits_the_run(cfg)
+    if algo.check_config:
+        algo.check_config(cfg)
     _check_no_knob_is_ignored(cfg)
 
 
@@ -426,32 +352,40 @@ def _check_replay_fits_the_run(cfg: MainConfig) -> None:
 def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
     """Refuse settings that the rest of the config would make silently do nothing."""
     infra, algo = cfg.infra, cfg.algo
-    if infra.max_policy_lag and not algo.on_policy:
+    data = algo.algorithm.data
+    if infra.max_policy_lag and not data.on_policy:
         bound = " (algo.replay.max_ahead_steps bounds how far collection runs ahead)" \
-            if algo.off_policy else ""
+            if data is DataMode.REPLAY else ""
         raise ConfigError(
             f"config key 'infra.max_policy_lag={infra.max_policy_lag}' only applies to "
-            f"algo.name=ppo or appo: {algo.name} never drops slots for their lag{bound}; "
-            "leave it unset")
+            f"{_names(lambda a: a.data.on_policy)}: {algo.name} never drops slots for their "
+            f"lag{bound}; leave it unset")
     defaults = MainConfig()
-    if algo.name != "appo" and algo.appo != defaults.algo.appo:
-        raise ConfigError(f"config section 'algo.appo' ({algo.appo}) only applies to "
-                          f"algo.name=appo, not {algo.name}; leave it at its defaults")
-    if algo.name == "appo" and algo.gae_lambda != defaults.algo.gae_lambda:
-        raise ConfigError(f"config key 'algo.gae_lambda={algo.gae_lambda}' is GAE's, which "
-                          "appo does not use: set algo.appo.vtrace_lambda instead")
-    if not algo.on_policy and infra.staging_depth != defaults.infra.staging_depth:
+    for name, _, _ in _algo_sections():
+        users = section_users(name)
+        if algo.name not in users and getattr(algo, name) != getattr(defaults.algo, name):
+            raise ConfigError(f"config section 'algo.{name}' ({getattr(algo, name)}) only "
+                              f"applies to algo.name={' or '.join(users)}, not {algo.name}; "
+                              "leave it at its defaults")
+    if not data.on_policy and infra.staging_depth != defaults.infra.staging_depth:
         raise ConfigError(f"config key 'infra.staging_depth={infra.staging_depth}' only "
-                          f"applies to algo.name=ppo or appo, not {algo.name}")
-    if cfg.log.eval_on_checkpoint and algo.name == "none":
-        raise ConfigError("config key 'log.eval_on_checkpoint=true' needs training: "
-                          "algo.name=none writes no checkpoints to evaluate")
+                          f"applies to {_names(lambda a: a.data.on_policy)}, not {algo.name}")
+    if cfg.log.eval_on_checkpoint and not algo.algorithm.trains:
+        raise ConfigError(f"config key 'log.eval_on_checkpoint=true' needs training: "
+                          f"algo.name={algo.name} writes no checkpoints to evaluate")
     if infra.pin_workers and infra.runtime != "local":
         raise ConfigError("config key 'infra.pin_workers=true' needs infra.runtime=local: "
                           f"the {infra.runtime} runtime places the workers itself")
     if infra.ray_address is not None and infra.runtime != "ray":
         raise ConfigError(f"config key 'infra.ray_address={infra.ray_address}' only applies "
                           f"to infra.runtime=ray, not {infra.runtime}")
+
+
+def _names(which) -> str:
+    """``algo.name=ppo, appo or a2c``: the algorithms ``which(algorithm)`` holds for."""
+    names = [a.name for a in ALGORITHMS.values() if which(a)]
+    return "algo.name=" + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
+                           else names[0])
 
 
 def _sections(node: Any, prefix: str = "") -> Any:
@@ -461,18 +395,6 @@ def _sections(node: Any, prefix: str = "") -> Any:
         sub = getattr(node, f.name)
         if is_dataclass(sub):
             yield from _sections(sub, f"{prefix}{f.name}.")
-
-
-def _bound_problem(value: Any, meta: Any) -> str | None:
-    if "choices" in meta and value not in meta["choices"]:
-        return f"must be one of {', '.join(map(str, meta['choices']))}"
-    if "gt" in meta and not value > meta["gt"]:
-        return f"must be > {meta['gt']}"
-    if "ge" in meta and not value >= meta["ge"]:
-        return f"must be >= {meta['ge']}"
-    if "le" in meta and not value <= meta["le"]:
-        return f"must be <= {meta['le']}"
-    return None
 
 
 def to_yaml(cfg: MainConfig) -> str:

@@ -53,6 +53,7 @@ from typing import Any
 
 from gymnasium import spaces
 
+from fastrl.algos.base import DataMode
 from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.source import EnvSource, import_string
@@ -149,13 +150,7 @@ def _space_text(space: Any) -> str:
 
 
 def _actions(cfg: MainConfig) -> str:
-    if cfg.algo.random_actions:
-        return "uniformly random"
-    if cfg.algo.name == "dqn":
-        return "epsilon-greedy (Ape-X epsilons per worker)"
-    if cfg.algo.off_policy:
-        return "policy samples (uniformly random until the first update)"
-    return "policy samples"
+    return "uniformly random" if cfg.algo.random_actions else cfg.algo.algorithm.actions
 
 
 def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
@@ -180,15 +175,12 @@ def replay_nbytes(cfg: MainConfig, obs_space: Any, act_space: Any) -> int:
 
 def _buffer_part(plan: RunPlan) -> dict[str, Any]:
     cfg = plan.cfg
-    rc, workers = cfg.algo.replay, cfg.infra.num_workers
-    if cfg.algo.off_policy:
-        mode, batch_size = "off-policy", rc.batch_size
-    elif cfg.algo.name == "appo":
-        mode, batch_size = "asynchronous", cfg.batch_size
-    else:
-        mode, batch_size = ("on-policy", cfg.batch_size) if plan.trains else ("drain", None)
+    workers, data = cfg.infra.num_workers, cfg.algo.algorithm.data
+    batch_size = cfg.algo.replay.batch_size if data is DataMode.REPLAY else \
+        cfg.batch_size if data.on_policy else None
     replay = None
-    if cfg.algo.off_policy:
+    if data is DataMode.REPLAY:
+        rc = cfg.algo.replay
         cls = PrioritizedReplayBuffer if rc.prioritized else ReplayBuffer
         replay = {"class": cls.__name__, "capacity": rc.capacity,
                   "bytes": replay_nbytes(cfg, plan.obs_space, plan.act_space),
@@ -196,9 +188,10 @@ def _buffer_part(plan: RunPlan) -> dict[str, Any]:
                   "updates_per_step": rc.updates_per_step}
     return {"memory": _memory(cfg), "rings": workers, "ring_slots": cfg.infra.ring_slots,
             "slot_bytes": plan.layout.nbytes, "ring_bytes": plan.ring_bytes,
-            "rings_bytes": workers * plan.ring_bytes, "mode": mode, "batch_size": batch_size,
-            "batch_slots": cfg.batch_slots if cfg.algo.on_policy else None,
-            "max_policy_lag": cfg.policy_lag_bound if cfg.algo.on_policy else None,
+            "rings_bytes": workers * plan.ring_bytes, "mode": data.value,
+            "batch_size": batch_size,
+            "batch_slots": cfg.batch_slots if data.on_policy else None,
+            "max_policy_lag": cfg.policy_lag_bound if data.on_policy else None,
             "replay": replay}
 
 
@@ -208,9 +201,10 @@ def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
             "torch_threads": cfg.infra.learner_threads,
             "algo": cfg.algo.name,
             "policy": policy, "num_params": plan.num_params}
-    if cfg.algo.on_policy:
-        part.update(num_minibatches=cfg.algo.num_minibatches,
-                    update_epochs=cfg.algo.update_epochs,
+    minibatches = cfg.algo.algorithm.minibatches
+    if minibatches:
+        num_minibatches, update_epochs = minibatches(cfg.algo)
+        part.update(num_minibatches=num_minibatches, update_epochs=update_epochs,
                     staging=_staging(cfg.infra.staging_depth, plan.device))
     return part
 
@@ -375,7 +369,8 @@ def _buffer_lines(report: dict[str, Any]) -> list[str]:
                   f"{rp['learning_starts']:,}; batch {b['batch_size']:,}, "
                   f"update-to-data ratio {rp['updates_per_step']:g}"]
     else:
-        lines.append("algo.name=none: the learner releases every slot unread (no training)")
+        lines.append(f"algo.name={report['learner']['algo']}: the learner releases every slot "
+                     "unread (no training)")
     return lines
 
 

@@ -20,9 +20,6 @@ from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
-from fastrl.models.policy import ActorCritic
-from fastrl.models.qnet import QNetwork
-from fastrl.models.sac import SquashedGaussianActor
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 
@@ -57,8 +54,9 @@ class RunPlan:
 
     @property
     def trains(self) -> bool:
-        """False for ``algo.name=none``: workers never wait for new weights."""
-        return self.cfg.algo.name != "none"
+        """False for an algorithm that does not train (none): workers never wait for new
+        weights."""
+        return self.cfg.algo.algorithm.trains
 
     def policy(self) -> nn.Module:
         """A freshly initialised policy of this run's architecture (on the CPU)."""
@@ -69,16 +67,12 @@ def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
                 spec: Any = None) -> nn.Module:
     """The network workers act with and whose weights the learner publishes: the user's
     policy ``spec`` (see :func:`fastrl.models.base.build_policy`; checked against the
-    algorithm's contract, :class:`~fastrl.models.base.PolicyContractError` if it does not
-    fit), else the actor-critic (ppo, none), the Q-network (dqn) or the squashed Gaussian
-    actor (sac)."""
+    algorithm's policy family, :class:`~fastrl.models.base.PolicyContractError` if it does
+    not fit), else the family's built-in network (fastrl.models.families)."""
+    family = algo.algorithm.policy
     if spec is not None:
-        return build_policy(spec, algo, obs_space, act_space)
-    if algo.name == "dqn":
-        return QNetwork(obs_space, act_space, algo.hidden_sizes, algo.dqn.dueling)
-    if algo.name == "sac":
-        return SquashedGaussianActor(obs_space, act_space, algo.hidden_sizes)
-    return ActorCritic(obs_space, act_space, algo.hidden_sizes)
+        return build_policy(spec, family, algo, obs_space, act_space)
+    return family.build(obs_space, act_space, algo)
 
 
 def resolve_device(requested: str) -> str:

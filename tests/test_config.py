@@ -126,7 +126,7 @@ def test_appo_batch_and_lag_defaults():
                                                  "algo.appo.vtrace_lambda"]),
     (["algo.name=dqn", "infra.staging_depth=0"], ["infra.staging_depth=0", "not dqn"]),
     (["algo.name=dqn", "infra.max_policy_lag=2"],
-     ["infra.max_policy_lag=2", "ppo or appo", "leave it unset"]),
+     ["infra.max_policy_lag=2", "appo or ppo", "leave it unset"]),
 ])
 def test_appo_settings_that_cannot_work_are_refused(overrides, words):
     with pytest.raises(ConfigError) as err:

@@ -55,7 +55,6 @@ def test_a_window_without_episode_ends_reports_no_episode_statistics():
 def test_ppo_update_statistics_stay_on_the_device():
     from gymnasium import spaces
 
-    from fastrl.algos import make_algo
     from fastrl.config import load_config
     from fastrl.models.policy import ActorCritic
 
@@ -63,7 +62,7 @@ def test_ppo_update_statistics_stay_on_the_device():
     for name in ("ppo", "appo"):
         cfg = load_config(None, [f"algo.name={name}", "algo.num_minibatches=2"]).algo
         policy = ActorCritic(obs_space, act_space, [8])
-        algo = make_algo(cfg, policy, obs_space, act_space, torch.device("cpu"))
+        algo = cfg.algorithm.make_update(cfg, policy, obs_space, act_space, torch.device("cpu"))
         T, N = 5, 4
         batch = {"obs": torch.rand(T, N, 3), "action": torch.randint(0, 2, (T, N)),
                  "reward": torch.ones(T, N), "terminated": torch.zeros(T, N, dtype=bool),

@@ -203,7 +203,6 @@ def test_cuda_stager_overlaps_copies_with_compute_and_reports_it():
 
 @cuda
 def test_ppo_update_never_waits_for_the_gpu():
-    from fastrl.algos import make_algo
     from fastrl.config import load_config
     from fastrl.models.policy import ActorCritic
 
@@ -212,7 +211,8 @@ def test_ppo_update_never_waits_for_the_gpu():
     for name in ("ppo", "appo"):
         cfg.algo.name = name
         policy = ActorCritic(obs_space, act_space, [16]).cuda()
-        algo = make_algo(cfg.algo, policy, obs_space, act_space, torch.device("cuda"))
+        algo = cfg.algo.algorithm.make_update(cfg.algo, policy, obs_space, act_space,
+                                              torch.device("cuda"))
         a, b = make_ring(13), make_ring(14)
         for r in (a, b):
             for k in range(SLOTS):

@@ -16,6 +16,7 @@ from user_policies import ActOnly, ColumnValue, TinyActorCritic, ZeroBasedQ
 from fastrl.config import AlgoConfig, load_config
 from fastrl.eval.policy import load_policy
 from fastrl.models.base import PolicyContractError, check_policy
+from fastrl.models.families import ACTOR_CRITIC
 from fastrl.models.policy import flat_params, load_flat_params
 from fastrl.plan import make_policy, plan_run
 from fastrl.trainer import Trainer
@@ -125,7 +126,8 @@ def test_flat_params_round_trip_between_two_constructions(algo, act_space, spec)
     ("dqn", spaces.Discrete(3, start=1)), ("sac", spaces.Box(-2, 2, (1,))),
 ])
 def test_built_in_policies_fit_their_contracts(algo, act_space):
-    check_policy(make_policy(AlgoConfig(name=algo), OBS, act_space), algo, OBS, act_space)
+    check_policy(make_policy(AlgoConfig(name=algo), OBS, act_space),
+                 AlgoConfig(name=algo).algorithm.policy, algo, OBS, act_space)
 
 
 @pytest.mark.parametrize("algo, act_space, spec, message", [
@@ -165,7 +167,7 @@ def test_act_runs_without_gradients_and_evaluate_with_them():
 def test_checks_leave_the_global_rng_and_the_modules_alone():
     policy = TinyActorCritic(OBS, spaces.Discrete(2), AlgoConfig())
     state = torch.get_rng_state()
-    check_policy(policy, "ppo", OBS, spaces.Discrete(2))
+    check_policy(policy, ACTOR_CRITIC, "ppo", OBS, spaces.Discrete(2))
     assert torch.equal(torch.get_rng_state(), state)
     module = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
     module[2].eval()  # a mixed mode survives too

@@ -10,27 +10,40 @@ bootstrap from their real final observation, which the replay buffer stored as `
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
-from fastrl.config import AlgoConfig, DQNConfig
+from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
+from fastrl.core.settings import setting
+from fastrl.models.families import Q_NETWORK
 from fastrl.models.qnet import QNetwork
 
-
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set the learning rate of every parameter group."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+if TYPE_CHECKING:
+    from fastrl.config import AlgoConfig, MainConfig
 
 
-def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """``target <- tau * online + (1 - tau) * target`` (tau = 1 copies)."""
-    with torch.no_grad():
-        for t, o in zip(target.parameters(), online.parameters()):
-            t.lerp_(o, tau)
+@dataclass
+class DQNConfig:
+    """DQN: double Q, target network, dueling head, per-worker epsilon (Ape-X)."""
+
+    double: bool = setting(True, "double Q-learning: the online net picks the next action")
+    dueling: bool = setting(False, "dueling head: Q = V + A - mean(A)")
+    target_tau: float = setting(1.0, "target update: 1.0 copies the online net (hard), < 1 moves "
+                           "the target that fraction towards it (Polyak)", gt=0, le=1)
+    target_every: int = setting(500, "gradient updates between target updates (1 with Polyak)",
+                           gt=0)
+    eps_start: float = setting(1.0, "every worker's epsilon at step 0", ge=0, le=1)
+    eps_base: float = setting(0.4, "Ape-X: worker i of N ends at eps_base ** (1 + eps_alpha * i / "
+                         "(N - 1))", ge=0, le=1)
+    eps_alpha: float = setting(7.0, "Ape-X spread of the final epsilons across workers", ge=0)
+    exploration_fraction: float = setting(
+        0.5, "fraction of algo.total_steps over which epsilon decays linearly", gt=0, le=1)
+
 
 
 class DQN:
@@ -119,3 +132,22 @@ def apex_epsilon(cfg: DQNConfig, worker: int, num_workers: int, step: int,
     final = cfg.eps_base ** (1 + cfg.eps_alpha * spread)
     progress = min(1.0, step / (cfg.exploration_fraction * total_steps))
     return cfg.eps_start + progress * (final - cfg.eps_start)
+
+
+def schedule_epsilon(actor: EpsilonGreedy, cfg: MainConfig, worker: int, steps: int) -> None:
+    """Set worker ``worker``'s epsilon for the run's env step ``steps``."""
+    actor.epsilon = apex_epsilon(cfg.algo.dqn, worker, cfg.infra.num_workers, steps,
+                                 cfg.algo.total_steps)
+
+
+ALGORITHM = Algorithm(
+    name="dqn",
+    summary="DQN from a replay buffer (Discrete actions)",
+    data=DataMode.REPLAY,
+    policy=Q_NETWORK,
+    make_update=lambda algo, policy, obs_space, act_space, device: DQN(policy, algo),
+    section=DQNConfig,
+    make_actor=lambda policy, act_space, seed: EpsilonGreedy(policy, act_space, seed),
+    schedule=schedule_epsilon,
+    actions="epsilon-greedy (Ape-X epsilons per worker)",
+)

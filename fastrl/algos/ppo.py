@@ -8,12 +8,18 @@ bootstraps from the value of the final observation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from fastrl.algos.dqn import set_lr
-from fastrl.config import AlgoConfig
+from fastrl.algos.base import Algorithm, DataMode, set_lr
+from fastrl.core.errors import ConfigError
+from fastrl.models.families import ACTOR_CRITIC
 from fastrl.models.policy import ActorCritic
+
+if TYPE_CHECKING:
+    from fastrl.config import AlgoConfig, MainConfig
 
 
 def compute_gae(
@@ -152,3 +158,26 @@ class PPO:
         out["explained_variance"] = torch.where(
             var_y > 0, 1 - (returns - old_values).var() / var_y, torch.nan)
         return out
+
+
+def check_minibatches(cfg: MainConfig, slots: str) -> None:
+    """``algo.num_minibatches`` splits the batch (``slots`` names what sets its slot count)
+    into equal minibatches of at least 2 transitions."""
+    mb = cfg.algo.num_minibatches
+    if cfg.batch_size % mb or cfg.batch_size // mb < 2:
+        raise ConfigError(
+            f"config key 'algo.num_minibatches={mb}' must divide the batch "
+            f"{slots}*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
+            "at least 2 transitions"
+        )
+
+
+ALGORITHM = Algorithm(
+    name="ppo",
+    summary="PPO, on-policy (the clipped surrogate; its keys sit at the top of algo)",
+    data=DataMode.SYNC,
+    policy=ACTOR_CRITIC,
+    make_update=lambda algo, policy, obs_space, act_space, device: PPO(policy, algo),
+    check_config=lambda cfg: check_minibatches(cfg, "num_workers"),
+    minibatches=lambda algo: (algo.num_minibatches, algo.update_epochs),
+)

@@ -7,13 +7,31 @@ the entropy coefficient towards ``-|A|``. Batches are those of fastrl.algos.dqn 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from fastrl.algos.dqn import polyak, set_lr
-from fastrl.config import AlgoConfig
+from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
+from fastrl.core.settings import setting
+from fastrl.models.families import SQUASHED_GAUSSIAN
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
+
+if TYPE_CHECKING:
+    from fastrl.config import AlgoConfig
+
+
+@dataclass
+class SACConfig:
+    """SAC: twin Q, tanh-squashed Gaussian actor, automatic entropy tuning."""
+
+    q_lr: float = setting(1e-3, "critic learning rate (the actor uses algo.lr)", gt=0)
+    tau: float = setting(0.005, "Polyak factor of the target critics", gt=0, le=1)
+    autotune: bool = setting(True, "tune the entropy coefficient towards target_entropy")
+    alpha: float = setting(0.2, "entropy coefficient (its start value when autotune)", gt=0)
+    target_entropy: float | None = setting(None, "entropy target (null: -action dimensions)")
+
 
 
 class SAC:
@@ -95,3 +113,16 @@ class SAC:
         set_lr(self.actor_opt, self.cfg.lr)
         set_lr(self.critic_opt, self.cfg.sac.q_lr)
         set_lr(self.alpha_opt, self.cfg.sac.q_lr)
+
+
+ALGORITHM = Algorithm(
+    name="sac",
+    summary="SAC from a replay buffer (bounded Box actions)",
+    data=DataMode.REPLAY,
+    policy=SQUASHED_GAUSSIAN,
+    # the critics are made here, on the learner's device: workers never need them
+    make_update=lambda algo, policy, obs_space, act_space, device: SAC(
+        policy, TwinQ(obs_space, act_space, algo.hidden_sizes).to(device), algo),
+    section=SACConfig,
+    actions="policy samples (uniformly random until the first update)",
+)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from fastrl.config import EnvConfig
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
 from fastrl.envs.contract import (
     EnvContractError,
@@ -25,6 +24,9 @@ from fastrl.envs.contract import (
     contract_violation,
 )
 from fastrl.memory.layout import storage_of
+
+if TYPE_CHECKING:
+    from fastrl.config import EnvConfig
 
 
 def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fastrl.algos import make_algo
+from fastrl.algos.base import DataMode
 from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
 from fastrl.core.process import (
@@ -133,15 +133,17 @@ class Learner:
         seed_everything(cfg.seed)
         self.device = torch.device(plan.device)
         self.policy = plan.policy().to(self.device)
-        self.algo = make_algo(cfg.algo, self.policy, plan.obs_space, plan.act_space,
-                              self.device) if plan.trains else None
+        algorithm = cfg.algo.algorithm
+        self.data = algorithm.data
+        self.algo = algorithm.make_update(cfg.algo, self.policy, plan.obs_space,
+                                          plan.act_space, self.device) if plan.trains else None
         self.rings, self.weights = rings, weights
         self.produce = produce
         self.timer = timer or StageTimer()
         self.feed = ReplayFeed(cfg, plan.obs_space, plan.act_space, self.rings, self.device,
-                               cfg.seed) if cfg.algo.off_policy else None
+                               cfg.seed) if self.data is DataMode.REPLAY else None
         self.stager = make_stager(plan.layout, self.device, cfg.infra.staging_depth) \
-            if cfg.algo.on_policy else None
+            if self.data.on_policy else None
         self._staged: StagedBatch | None = None  # the next batch, staged ahead
         self._turn = 0  # appo: the ring whose slot is taken first next time
         self.version = 0
@@ -273,15 +275,15 @@ class Learner:
 
     # --- on-policy: staged batches ---------------------------------------------------------
     def _enough_ready(self) -> bool:
-        """PPO: every worker has published a slot; APPO: ``batch_slots`` slots are
+        """SYNC: every worker has published a slot; ASYNC: ``batch_slots`` slots are
         published in all."""
-        if self.cfg.algo.name == "ppo":
+        if self.data is DataMode.SYNC:
             return all(r.has_ready_slot() for r in self.rings)
         return sum(r.occupancy() for r in self.rings) >= self.cfg.batch_slots
 
     def _choose(self) -> list[Ring]:
         """The rings of the next batch's slots, once per slot taken."""
-        if self.cfg.algo.name == "ppo":
+        if self.data is DataMode.SYNC:
             return self.rings
         picks, self._turn = take_turns([r.occupancy() for r in self.rings],
                                        self.cfg.batch_slots, self._turn)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from fastrl.algos.base import DataMode
 from fastrl.config import MainConfig
 from fastrl.memory.layout import storage_of
 from fastrl.memory.ring import Ring
@@ -57,7 +58,7 @@ class RateLimiter:
 def replay_shape(cfg: MainConfig) -> dict | None:
     """The settings that shape a run's replay buffer (None on-policy): a checkpoint's buffer
     can only be resumed into a run with the same ones."""
-    if not cfg.algo.off_policy:
+    if cfg.algo.algorithm.data is not DataMode.REPLAY:
         return None
     rc = cfg.algo.replay
     return {"capacity": rc.capacity, "n_step": rc.n_step, "gamma": cfg.algo.gamma,

@@ -67,8 +67,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -77,13 +77,14 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Distribution
 
-from fastrl.config import AlgoConfig
 from fastrl.envs.contract import EnvError
 from fastrl.envs.source import load_factory
 from fastrl.memory.layout import storage_of
 from fastrl.models.policy import ObsFeatures, PolicyHead
-from fastrl.models.qnet import QNetwork
-from fastrl.models.sac import SquashedGaussianActor
+
+if TYPE_CHECKING:
+    from fastrl.config import AlgoConfig
+    from fastrl.models.families import PolicyFamily
 
 PROBE_BATCH = 7  # rows of the batch the contract calls run on
 
@@ -158,12 +159,13 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
 
 
 # --- building a user's policy -------------------------------------------------------------
-def build_policy(spec: Any, algo: AlgoConfig, obs_space: gym.Space,
+def build_policy(spec: Any, family: PolicyFamily, algo: AlgoConfig, obs_space: gym.Space,
                  act_space: gym.Space) -> nn.Module:
     """A fresh, checked policy of this process from a user's ``spec``: a
     :class:`BasePolicy` subclass, its import string, an instance of one (copied) or a plain
-    module (copied and wrapped). Raises :class:`PolicyContractError` for anything else and
-    for a policy that does not fit ``algo.name``'s contract."""
+    module (copied and wrapped into ``family``'s policy). Raises
+    :class:`PolicyContractError` for anything else and for a policy that does not fit the
+    contract of ``family``, the policy family of algorithm ``algo.name``."""
     if isinstance(spec, str):
         spec = policy_class(spec)
     if isinstance(spec, type) and issubclass(spec, BasePolicy):
@@ -171,8 +173,8 @@ def build_policy(spec: Any, algo: AlgoConfig, obs_space: gym.Space,
     elif isinstance(spec, BasePolicy):
         policy = copy.deepcopy(spec)
     elif isinstance(spec, nn.Module):
-        check_module(spec, algo.name, obs_space, act_space)
-        return wrap_module(copy.deepcopy(spec), algo, obs_space, act_space)
+        check_module(spec, family, algo.name, obs_space, act_space)
+        return family.wrap(copy.deepcopy(spec), obs_space, act_space, algo)
     elif isinstance(spec, type) and issubclass(spec, nn.Module):
         raise PolicyContractError(
             f"policy={spec.__name__}: a torch.nn.Module class that is not a fastrl.BasePolicy "
@@ -181,7 +183,7 @@ def build_policy(spec: Any, algo: AlgoConfig, obs_space: gym.Space,
         raise PolicyContractError(
             f"policy={spec!r}: expected a fastrl.BasePolicy subclass, its import string "
             "'package.module:MyPolicy', or a torch.nn.Module instance")
-    check_policy(policy, algo.name, obs_space, act_space)
+    check_policy(policy, family, algo.name, obs_space, act_space)
     return policy
 
 
@@ -209,37 +211,24 @@ def _construct(cls: type[BasePolicy], algo: AlgoConfig, obs_space: gym.Space,
             f"act_space={act_space})") from e
 
 
-def wrap_module(module: nn.Module, algo: AlgoConfig, obs_space: gym.Space,
-                act_space: gym.Space) -> nn.Module:
-    """The algorithm's policy around a plain module (see the plain module contract)."""
-    # The module is the built-in's whole body (features -> outputs): act, sample, the
-    # squashing and action_index stay the built-in's.
-    if algo.name == "dqn":
-        return QNetwork(obs_space, act_space, [], body=module)
-    if algo.name == "sac":
-        return SquashedGaussianActor(obs_space, act_space, [], body=module)
-    return ModuleActorCritic(module, obs_space, act_space, algo)
-
-
 # --- contract checks ----------------------------------------------------------------------
 class _Probe:
     """Contract calls of one policy on a probe batch, every failure worded alike. Refuses a
     policy without parameters and an action space the algorithm cannot act in."""
 
-    def __init__(self, policy: nn.Module, algo_name: str, obs_space: gym.Space,
-                 act_space: gym.Space) -> None:
-        self.policy, self.algo_name, self.act_space = policy, algo_name, act_space
+    def __init__(self, policy: nn.Module, family: PolicyFamily, algo_name: str,
+                 obs_space: gym.Space, act_space: gym.Space) -> None:
+        self.policy, self.family, self.algo_name = policy, family, algo_name
+        self.act_space = act_space
         self.prefix = f"policy {type(policy).__name__} for algo.name={algo_name}"
         self.obs = sample_obs(obs_space, PROBE_BATCH)
         self.act_shape, self.act_dtype = storage_of(act_space, "action")
         if next(policy.parameters(), None) is None:
             raise self.error("has no parameters; fastrl trains and publishes a policy's "
                              "parameters")
-        if algo_name == "dqn" and not isinstance(act_space, spaces.Discrete):
-            raise self.error(f"dqn acts in Discrete action spaces, not {act_space}")
-        if algo_name == "sac" and not (isinstance(act_space, spaces.Box)
-                                       and act_space.is_bounded("both")):
-            raise self.error(f"sac acts in bounded Box action spaces, not {act_space}")
+        refusal = family.refuse_actions(act_space)
+        if refusal:
+            raise self.error(f"{algo_name} {refusal}")
 
     def error(self, text: str) -> PolicyContractError:
         """The error for ``text``, prefixed with the policy and the algorithm."""
@@ -327,17 +316,17 @@ def _probing(module: nn.Module) -> Iterator[None]:
             m.training = training
 
 
-def check_policy(policy: nn.Module, algo_name: str, obs_space: gym.Space,
-                 act_space: gym.Space) -> None:
-    """Run the calls algorithm ``algo_name`` makes (see the module documentation) on a
-    probe batch, without gradients, in eval mode and without touching the global RNGs;
-    raise :class:`PolicyContractError` at the first output of the wrong kind or shape."""
-    probe = _Probe(policy, algo_name, obs_space, act_space)
+def check_policy(policy: nn.Module, family: PolicyFamily, algo_name: str,
+                 obs_space: gym.Space, act_space: gym.Space) -> None:
+    """Run the calls that algorithm ``algo_name``, of policy family ``family``, makes (see
+    the module documentation) on a probe batch, without gradients, in eval mode and without
+    touching the global RNGs; raise :class:`PolicyContractError` at the first output of the
+    wrong kind or shape."""
+    probe = _Probe(policy, family, algo_name, obs_space, act_space)
     with _probing(policy):
         action = probe.stored(_check_act(probe, deterministic=False))
         _check_act(probe, deterministic=True)
-        if algo_name in ALGO_CHECKS:
-            ALGO_CHECKS[algo_name](probe, action)
+        family.check_calls(probe, action)
 
 
 def _check_act(probe: _Probe, deterministic: bool) -> torch.Tensor:
@@ -354,13 +343,13 @@ def _check_act(probe: _Probe, deterministic: bool) -> torch.Tensor:
         probe.within(call, "integer actions", action, torch.tensor(start),
                      torch.tensor(start + int(space.n) - 1),
                      f"{start}..{start + int(space.n) - 1} for {space}")
-    elif probe.algo_name == "sac":
+    elif probe.family.bounded_actions:
         probe.within(call, "actions", action, torch.as_tensor(space.low),
                      torch.as_tensor(space.high), f"the bounds of {space}")
     return action
 
 
-def _check_ppo(probe: _Probe, action: torch.Tensor) -> None:
+def check_actor_critic_calls(probe: _Probe, action: torch.Tensor) -> None:
     probe.shape("value(obs)", "values", probe.call("value(obs)", "value", probe.obs), ())
     call = "evaluate(obs, action)"
     out = probe.call(call, "evaluate", probe.obs, action)
@@ -369,7 +358,7 @@ def _check_ppo(probe: _Probe, action: torch.Tensor) -> None:
         probe.shape(call, what, part, ())
 
 
-def _check_dqn(probe: _Probe, action: torch.Tensor) -> None:
+def check_q_network_calls(probe: _Probe, action: torch.Tensor) -> None:
     n = int(probe.act_space.n)
     probe.shape("forward(obs)", "Q-values", probe.call("forward(obs)", "__call__", probe.obs),
                 (n,))
@@ -379,7 +368,7 @@ def _check_dqn(probe: _Probe, action: torch.Tensor) -> None:
                  f"0..{n - 1}")
 
 
-def _check_sac(probe: _Probe, action: torch.Tensor) -> None:
+def check_squashed_gaussian_calls(probe: _Probe, action: torch.Tensor) -> None:
     space = probe.act_space
     act_shape = getattr(probe.policy, "act_shape", None)
     if act_shape is None or tuple(act_shape) != tuple(space.shape):
@@ -394,32 +383,23 @@ def _check_sac(probe: _Probe, action: torch.Tensor) -> None:
                  torch.as_tensor(space.high).flatten(), f"the bounds of {space}")
 
 
-ALGO_CHECKS: dict[str, Callable[[_Probe, torch.Tensor], None]] = {
-    "ppo": _check_ppo, "appo": _check_ppo, "dqn": _check_dqn, "sac": _check_sac}
-
-
-def check_module(module: nn.Module, algo_name: str, obs_space: gym.Space,
-                 act_space: gym.Space) -> None:
-    """Hold a plain module to the plain module contract of ``algo_name`` (see the module
+def check_module(module: nn.Module, family: PolicyFamily, algo_name: str,
+                 obs_space: gym.Space, act_space: gym.Space) -> None:
+    """Hold a plain module to the plain module contract of ``family`` (see the module
     documentation) on a probe batch, as :func:`check_policy` does; raise
     :class:`PolicyContractError` on a mismatch."""
-    probe = _Probe(module, algo_name, obs_space, act_space)
+    probe = _Probe(module, family, algo_name, obs_space, act_space)
     discrete = isinstance(act_space, spaces.Discrete)
-    if algo_name not in ("dqn", "sac") and not (discrete or isinstance(act_space, spaces.Box)):
+    if not isinstance(act_space, (spaces.Discrete, spaces.Box)):
         raise probe.error(f"a plain module acts in Discrete or Box action spaces, not "
                           f"{act_space}; subclass fastrl.BasePolicy for others")
     with _probing(module):
         out = probe.call("forward(obs)", "__call__", ObsFeatures(obs_space)(probe.obs))
     n_out = int(act_space.n) if discrete else int(np.prod(act_space.shape))
-    if algo_name == "dqn":
-        probe.shape("forward(obs)", "Q-values", out, (n_out,))
-    elif algo_name == "sac":
-        probe.shape("forward(obs)", "(mean, log_std) concatenated", out, (2 * n_out,))
-    else:
-        _check_actor_critic_output(probe, out, n_out, discrete)
+    family.check_module_output(probe, out, n_out, discrete)
 
 
-def _check_actor_critic_output(probe: _Probe, out: Any, n_out: int, discrete: bool) -> None:
+def check_actor_critic_output(probe: _Probe, out: Any, n_out: int, discrete: bool) -> None:
     head = "logits" if discrete else "action mean"
     what = f"({head} {dims_text((n_out,))}, value [B] or [B, 1])"
     fits = isinstance(out, (tuple, list)) and len(out) == 2 and \

@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import torch
 
-from fastrl.algos.dqn import EpsilonGreedy, apex_epsilon
+from fastrl.algos.base import DataMode
 from fastrl.checkpoint import parked_path
 from fastrl.core.files import write_atomically
 from fastrl.core.process import (
@@ -40,7 +40,7 @@ from fastrl.memory.ring import (
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.actors import policy_actor, random_actor
+from fastrl.models.actors import random_actor
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.rollout.collector import Collector
@@ -116,12 +116,9 @@ def load_parked(path: str | None) -> dict | None:
 
 
 def weights_needed(plan: RunPlan, seq: int) -> int:
-    """The oldest weights version slot ``seq`` may be collected with: PPO's slot k waits for
-    the weights of update k - max_policy_lag; APPO and off-policy workers never wait (they
-    act with the newest weights they have, any version from 0)."""
-    if plan.cfg.algo.name != "ppo":
-        return 0
-    return max(0, seq - plan.cfg.policy_lag_bound)
+    """The oldest weights version slot ``seq`` may be collected with, by the algorithm's
+    data mode (:meth:`fastrl.algos.base.Algorithm.weights_needed`)."""
+    return plan.cfg.algo.algorithm.weights_needed(seq, plan.cfg.policy_lag_bound)
 
 
 def _worker_loop(spec: WorkerSpec) -> None:
@@ -172,14 +169,11 @@ class RolloutWorker:
             )
         self.policy = plan.policy()
         self.params = np.empty(plan.num_params, np.float32)
-        algo = cfg.algo
+        self.algorithm = cfg.algo.algorithm
         self.explore = random_actor(plan.act_space, n, sampling_seed)
-        if algo.random_actions:
-            self.act = self.explore
-        elif algo.name == "dqn":  # (not explore's stream)
-            self.act = EpsilonGreedy(self.policy, plan.act_space, sampling_seed + 1)
-        else:
-            self.act = policy_actor(self.policy)
+        # (an actor that draws its own random numbers takes another stream than explore's)
+        self.act = self.explore if cfg.algo.random_actions else \
+            self.algorithm.make_actor(self.policy, plan.act_space, sampling_seed + 1)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
                                    self.beat)
         if state is not None:  # a parked state (load_parked) to continue from
@@ -217,20 +211,18 @@ class RolloutWorker:
     def fill_one(self) -> None:
         """Take the newest weights if they moved, fill the next slot and publish it."""
         cfg, ring, collector = self.spec.plan.cfg, self.ring, self.collector
-        algo, infra = cfg.algo, cfg.infra
+        infra = cfg.infra
         with self.timer.stage("sync_weights"):
             if self.weights.version(self.should_stop) != self.version:
                 self.version = self.weights.read_into(self.params, self.should_stop)
                 load_flat_params(self.policy, self.params)
                 ring.set(VERSION_SEEN, self.version)
-        if algo.off_policy:
+        if self.algorithm.data is DataMode.REPLAY:
             # Until the learner's first update its weights are noise: act at random.
             collector.act = self.explore if self.version == 0 else self.act
-            if isinstance(self.act, EpsilonGreedy):
-                self.act.epsilon = apex_epsilon(algo.dqn, self.spec.worker_id,
-                                                infra.num_workers,
-                                                self.base[STEPS] * infra.num_workers,
-                                                algo.total_steps)
+        if self.algorithm.schedule:
+            self.algorithm.schedule(self.act, cfg, self.spec.worker_id,
+                                    self.base[STEPS] * infra.num_workers)
         with self.timer.stage("rollout"):
             collector.fill(ring.write_slot(), ring.write_seq, self.version)
             if infra.check_slots:

@@ -1,0 +1,76 @@
+"""Advantage actor-critic (A2C, Mnih et al. 2016, synchronous as in OpenAI Baselines and
+Stable-Baselines3): one gradient step per batch on the plain policy gradient, no ratio,
+no clipping, no minibatches. Advantages and bootstrapping are PPO's (GAE with
+``algo.gae_lambda``; 1.0 gives the n-step returns of the paper), and so are the data path
+(one slot from every worker, collected with the newest weights) and the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from fastrl.algos.base import Algorithm, DataMode, set_lr
+from fastrl.algos.ppo import PPO
+from fastrl.core.errors import ConfigError
+from fastrl.models.families import ACTOR_CRITIC
+
+if TYPE_CHECKING:
+    from fastrl.config import MainConfig
+
+#: PPO's keys that a2c has no use for: it takes one step on the whole batch, unclipped.
+UNUSED = ("update_epochs", "num_minibatches", "clip_coef", "clip_vloss", "target_kl")
+
+
+class A2C(PPO):
+    """PPO's optimizer and advantages, with A2C's single unclipped step per batch."""
+
+    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
+        """One gradient step of ``-adv * log_prob + vf_coef * value loss - ent_coef *
+        entropy`` over the whole batch; returns the loss statistics as 0-d tensors on the
+        batch's device."""
+        cfg = self.cfg
+        set_lr(self.optimizer, lr)
+        adv, returns = (x.flatten() for x in self.advantages(batch))
+        logp, entropy, value = self.policy.evaluate(batch["obs"].flatten(0, 1),
+                                                    batch["action"].flatten(0, 1))
+        if cfg.norm_adv:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = -(adv * logp).mean()
+        v_loss = 0.5 * ((value - returns) ** 2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        old_values = batch["value"].flatten()
+        var_y = returns.var()
+        return {"policy_loss": pg_loss.detach(), "value_loss": v_loss.detach(),
+                "entropy": ent.detach(), "grad_norm": grad_norm.detach(),
+                "explained_variance": torch.where(
+                    var_y > 0, 1 - (returns - old_values).var() / var_y, torch.nan)}
+
+
+def check_config(cfg: MainConfig) -> None:
+    """Refuse PPO's keys that a2c would silently ignore."""
+    defaults = {f.name: f.default for f in fields(cfg.algo)}
+    changed = [k for k in UNUSED if getattr(cfg.algo, k) != defaults[k]]
+    if changed:
+        raise ConfigError(f"config key 'algo.{changed[0]}={getattr(cfg.algo, changed[0])}' "
+                          "does not apply to algo.name=a2c, which takes one unclipped step "
+                          f"per batch (it ignores {', '.join('algo.' + k for k in UNUSED)})")
+
+
+ALGORITHM = Algorithm(
+    name="a2c",
+    summary="advantage actor-critic, on-policy (one unclipped gradient step per batch)",
+    data=DataMode.SYNC,
+    policy=ACTOR_CRITIC,
+    make_update=lambda algo, policy, obs_space, act_space, device: A2C(policy, algo),
+    check_config=check_config,
+    minibatches=lambda algo: (1, 1),
+)
