@@ -1,39 +1,107 @@
-"""Shared fixtures: scripted envs on the path, /dev/shm residue checks, run helpers."""
+"""Shared fixtures: tests/ on the path, the no-process guard of the unit folders, /dev/shm
+residue checks, launching runs, a local Ray, and finished runs shared by read-only checks.
+
+The layout: tests/<package> (core, memory, replay, envs, models, algos, learner, rollout, eval,
+telemetry, bench) and the top-level test_*.py files are unit tests: they start no process,
+and the guard below fails any test there that tries. Tests that run processes live in the
+integration folders (INTEGRATION): runtime (the supervisor, faults, resume, serial, Ray),
+cli (the commands as processes), e2e (the solves), examples. Helpers live in helpers.py."""
 
 from __future__ import annotations
 
-import json
+import _posixsubprocess
+import multiprocessing.process
+import multiprocessing.util
 import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
 
-from fastrl.memory.segments import leftover_segments
-
 TESTS = Path(__file__).parent
-sys.path.insert(0, str(TESTS))  # scripted_envs for this process...
+sys.path.insert(0, str(TESTS))  # helpers, scripted_envs, user_policies for this process...
 os.environ["PYTHONPATH"] = os.pathsep.join(  # ...and for spawned / subprocess children
     p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p
 )
 
-# Small, fast runs for pipeline tests (override further per test).
-TINY = [
-    "infra.num_workers=2", "infra.envs_per_worker=2", "infra.rollout_len=16",
-    "algo.num_minibatches=2", "algo.update_epochs=1", "log.eval_episodes=2",
-    "log.console=false",
-]
-ENDLESS = ["algo.total_steps=100000000", "algo.target_return=null"]
+from helpers import STRAIGHT, TINY, ours_in_shm, run_train  # noqa: E402 - tests/ on the path
+
+from fastrl.memory.segments import leftover_segments  # noqa: E402
+
+# Folders whose tests may start processes; every other test is a unit test and may not.
+# (tests/docs belongs to the docs pages; its tests run in-process but are not guarded here.)
+INTEGRATION = {"runtime", "cli", "e2e", "examples", "docs"}
 
 
-def ours_in_shm() -> set[str]:
-    """fastrl's segments and multiprocessing's semaphores (our queues) in /dev/shm."""
-    return set(leftover_segments()) | {n for n in os.listdir("/dev/shm") if n.startswith("sem.mp-")}
+# --- unit tests start no process ------------------------------------------------------------
+class ProcessStarted(AssertionError):
+    """A unit test (or a fixture it uses) tried to start a process."""
 
 
+def is_unit(item: pytest.Item) -> bool:
+    """Whether ``item`` is in a unit folder (or a top-level test module)."""
+    parts = Path(item.path).relative_to(TESTS).parts
+    return len(parts) == 1 or parts[0] not in INTEGRATION
+
+
+@contextmanager
+def no_processes(where: str):
+    """Make every way this process starts another (fork, exec of a child, posix_spawn,
+    multiprocessing) raise :class:`ProcessStarted` while the block runs."""
+    def refuse(*args, **kwargs):
+        raise ProcessStarted(
+            f"{where} is a unit test and started a process: unit tests start none; move it "
+            f"to an integration folder ({', '.join(sorted(INTEGRATION - {'docs'}))})")
+
+    saved = [(os, name, getattr(os, name)) for name in ("fork", "forkpty", "posix_spawn",
+                                                       "posix_spawnp", "system")
+             if hasattr(os, name)]
+    saved += [(module, name, getattr(module, name)) for module, name in (
+        (_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"),
+        (multiprocessing.util, "spawnv_passfds"),
+        (multiprocessing.process.BaseProcess, "start")) if hasattr(module, name)]
+    for owner, name, _ in saved:
+        setattr(owner, name, refuse)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+def pytest_sessionstart(session):
+    """Things fastrl asks a process for, asked once before any test (cached from then on):
+    the commit a checkpoint's manifest records (``git rev-parse``)."""
+    from fastrl.checkpoint import git_sha
+
+    git_sha()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """Fixtures of unit tests start no process either (a shared run is a serial one)."""
+    if is_unit(item):
+        with no_processes(item.nodeid):
+            yield
+    else:
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """The test body of a unit test starts no process."""
+    if is_unit(item):
+        with no_processes(item.nodeid):
+            yield
+    else:
+        yield
+
+
+# --- /dev/shm and launched runs -------------------------------------------------------------
 @pytest.fixture
 def no_shm_residue():
     """Fail the test if it leaves anything of ours in /dev/shm."""
@@ -41,12 +109,6 @@ def no_shm_residue():
     yield
     left = ours_in_shm() - before
     assert not left, f"left in /dev/shm: {sorted(left)}"
-
-
-def run_train(args: list[str], tmp_path: Path, timeout: float = 180, **kw):
-    """``python -m fastrl.train`` in a subprocess with its run dir under ``tmp_path``."""
-    cmd = [sys.executable, "-m", "fastrl.train", *args, f"log.run_dir={tmp_path}"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 @pytest.fixture
@@ -86,46 +148,73 @@ def launch(tmp_path, no_shm_residue):
             time.sleep(0.1)
 
 
-def run_dir_of(tmp_path):
-    (d,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    return d
+# --- a local Ray ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ray_address():
+    """A local Ray for the module, started here (as a user's cluster would be), with room
+    for the runs' two worker actors and the tests' extra ones."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=3, include_dashboard=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
 
 
-def last_json(out: str) -> dict:
-    return json.loads(out.strip().splitlines()[-1])
+# --- finished runs that read-only checks share ----------------------------------------------
+@pytest.fixture(scope="session")
+def checkpointed_run(tmp_path_factory) -> Path:
+    """A finished tiny PPO CartPole run (serial runtime: no process, no shared memory) with
+    checkpoints at steps 512, 1024 and 1536. Tests read it; none may change it."""
+    import torch
+
+    from fastrl import Trainer
+    from fastrl.config import load_config
+
+    tmp = tmp_path_factory.mktemp("checkpointed")
+    before, threads = ours_in_shm(), torch.get_num_threads()
+    torch.set_num_threads(1)  # a loaded 2-core machine: two threads make updates slower
+    try:
+        result = Trainer(load_config(None, [
+            *TINY, "infra.runtime=serial", "infra.num_workers=1", "algo.total_steps=1536",
+            "algo.target_return=null", "log.checkpoint_every_steps=512",
+            f"log.run_dir={tmp}"])).fit()
+    finally:
+        torch.set_num_threads(threads)
+    assert ours_in_shm() <= before, "the run left shared memory behind"
+    assert result.global_step == 1536
+    return result.run_dir
 
 
-def spawned_children(proc: subprocess.Popen) -> list[psutil.Process]:
-    """The supervisor's learner and workers, in start order (learner first)."""
-    kids = [c for c in psutil.Process(proc.pid).children()
-            if "spawn_main" in " ".join(c.cmdline())]
-    return sorted(kids, key=lambda c: (c.create_time(), c.pid))
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread, as python -m fastrl.eval uses: a forward of a few observations on
+    two threads waits for a busy core (10x slower on a loaded 2-core machine). Later tests
+    get their thread count back."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
-def wait_training(proc: subprocess.Popen, tmp_path, timeout: float = 120) -> list[psutil.Process]:
-    """Wait until the learner has logged an update (TensorBoard file has grown)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        events = list(tmp_path.glob("*/tb/events.out.tfevents.*"))
-        if events and events[0].stat().st_size > 2000 and len(spawned_children(proc)) >= 3:
-            return spawned_children(proc)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"run did not start training: {proc.communicate(timeout=30)}")
+@pytest.fixture(scope="session")
+def straight_run(tmp_path_factory):
+    """``straight_run(workers)``: the run folder of a finished uninterrupted local run of
+    TINY + STRAIGHT with ``workers`` workers, made on first use and shared after that (the
+    local and Ray stop-and-resume tests compare with it). Tests read it; none may change it."""
+    made: dict[int, Path] = {}
 
+    def get(workers: int) -> Path:
+        if workers not in made:
+            tmp = tmp_path_factory.mktemp(f"straight-{workers}")
+            proc = run_train([*TINY, f"infra.num_workers={workers}", *STRAIGHT,
+                              "log.run_name=straight"], tmp)
+            assert proc.returncode == 0, proc.stderr
+            made[workers] = tmp / "straight"
+        return made[workers]
 
-def wait_file(path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.1)
-
-
-def all_gone(procs: list[psutil.Process], timeout: float = 15) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs):
-            return True
-        time.sleep(0.1)
-    return False
+    return get

@@ -1,14 +1,11 @@
-"""Checkpoint files without processes: atomic layout, manifest, verification, fallback,
-retention, compatibility checks; dropping stale slots; config change lists; RNG states."""
+"""Checkpoint files (fastrl.checkpoint) without processes: atomic layout, manifest,
+verification, fallback, retention, compatibility checks."""
 
 from __future__ import annotations
 
 import json
-import random
 
-import numpy as np
 import pytest
-import torch
 from gymnasium import spaces
 
 from fastrl.checkpoint import (
@@ -19,11 +16,6 @@ from fastrl.checkpoint import (
     save_checkpoint,
     verify,
 )
-from fastrl.config import config_changes, load_config
-from fastrl.core.process import rng_state, set_rng_state
-from fastrl.learner.learner import drop_stale
-from fastrl.memory.layout import Field, SlotLayout
-from fastrl.memory.ring import Ring
 
 OBS, ACT = spaces.Box(-1, 1, (4,)), spaces.Discrete(2)
 INFO = {"env_id": "CartPole-v1", "observation_space": repr(OBS), "action_space": repr(ACT),
@@ -31,6 +23,7 @@ INFO = {"env_id": "CartPole-v1", "observation_space": repr(OBS), "action_space":
 
 
 def save(run, step: int, keep: int = 3, payload: bytes = b"x" * 1000):
+    """A checkpoint of ``run`` at ``step`` with a learner.pt of ``payload`` and a rings.npz."""
     writers = {"learner.pt": lambda p: p.write_bytes(payload),
                "rings.npz": lambda p: p.write_bytes(b"rings")}
     return save_checkpoint(run, step, writers, INFO, keep)
@@ -88,34 +81,6 @@ def test_resume_compatibility_names_what_differs(tmp_path):
         check_resumable(ckpt, "CartPole-v1", spaces.Box(-1, 1, (6,)), ACT, {"w": [4, 2]})
     with pytest.raises(CheckpointError, match=r"w of shape \[4, 2\].*\[4, 3\]"):
         check_resumable(ckpt, "CartPole-v1", OBS, ACT, {"w": [4, 3]})
-
-
-def test_stale_slots_are_dropped_and_counted_fresh_ones_kept():
-    layout = SlotLayout([Field("policy_version", (4, 2), np.dtype(np.int64))])
-    buf = memoryview(bytearray(Ring.nbytes(layout, 4)))
-    prod, cons = Ring(buf, layout, 4), Ring(buf, layout, 4)
-    for version in (3, 5, 7, 8):
-        prod.write_slot()["policy_version"][:] = version
-        prod.publish()
-    # learner at version 9, bound 2: slots of versions 3 and 5 are too old, 7 is fine
-    assert drop_stale([cons], version=9, max_lag=2) == 2
-    assert int(cons.read_slot()["policy_version"].min()) == 7 and cons.occupancy() == 2
-    assert drop_stale([cons], version=9, max_lag=2) == 0
-
-
-def test_config_changes_lists_each_changed_key():
-    a = load_config(None, [])
-    b = load_config(None, ["algo.total_steps=5", "infra.num_workers=3"])
-    assert config_changes(a, b) == ["algo.total_steps: 500000 -> 5",
-                                    "infra.num_workers: 2 -> 3"]
-    assert config_changes(a, a) == []
-
-
-def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
-    torch.save(rng_state(), tmp_path / "rng.pt")
-    first = (random.random(), np.random.rand(), torch.rand(1).item())
-    set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
-    assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
 
 
 def test_resume_refuses_another_algorithm_or_a_replay_buffer_of_another_shape(tmp_path):

@@ -1,6 +1,7 @@
-"""User policies for tests/test_user_policy.py, importable by spawned workers (conftest puts
-tests/ on their path): one that fits PPO's contract, one that fits DQN's, and ones that
-break them."""
+"""User policies for tests/models/test_user_policy.py and tests/runtime/test_user_policies.py,
+importable by spawned workers (conftest puts tests/ on their path) and named in configs as
+'user_policies:...': one that fits PPO's contract, one that fits DQN's, ones that break them,
+and a plain Q-network module."""
 
 from __future__ import annotations
 
@@ -84,3 +85,8 @@ class ZeroBasedQ(BasePolicy):
         """Greedy column indices (not shifted by ``Discrete.start``)."""
         value, index = self(obs).max(-1)
         return index, torch.zeros_like(value), value
+
+
+def q_net(n_out: int) -> nn.Module:
+    """A plain Q-network module for 4 observations and ``n_out`` actions."""
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, n_out))

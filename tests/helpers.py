@@ -1,0 +1,275 @@
+"""Helpers shared by the test modules: config overrides for small runs, running
+``python -m fastrl.train`` and waiting on it, reading a run's results and TensorBoard
+scalars, the solve bar, and an importable env factory.
+
+Test modules import this module as ``helpers`` (tests/conftest.py puts tests/ on the path of
+this process and of every child); no test module imports another test module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import psutil
+
+from fastrl.memory.segments import leftover_segments
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+CONFIGS = ROOT / "configs"
+
+# Small, fast runs for pipeline tests (override further per test).
+TINY = [
+    "infra.num_workers=2", "infra.envs_per_worker=2", "infra.rollout_len=16",
+    "algo.num_minibatches=2", "algo.update_epochs=1", "log.eval_episodes=2",
+    "log.console=false",
+]
+# A run that only a signal, a failure or close() ends.
+ENDLESS = ["algo.total_steps=100000000", "algo.target_return=null"]
+# One worker, a small net (user policies through workers).
+QUICK = ["infra.num_workers=1", "infra.envs_per_worker=2", "infra.rollout_len=16",
+         "algo.num_minibatches=2", "algo.update_epochs=1", "log.eval_episodes=2",
+         "log.console=false", "algo.target_return=null", "algo.hidden_sizes=[16]"]
+QUICK_DQN = ["algo.name=dqn", "algo.replay.capacity=2048", "algo.replay.batch_size=32",
+             "algo.replay.learning_starts=256", "algo.replay.max_ahead_steps=256"]
+# Uninterrupted runs that stop-and-resume runs are compared with, bit for bit (fixed seed,
+# max_policy_lag=0: the same slots and weights versions reach the learner whatever stops it);
+# conftest.straight_run makes them.
+STRAIGHT = ["algo.total_steps=12288", "seed=7", "log.eval_every_steps=4096",
+            "log.checkpoint_every_steps=2048", "infra.check_slots=true"]
+# The Ray runtime.
+RAY = ["infra.runtime=ray"]
+
+
+def tiny_config(tmp_path: Path, *overrides: str):
+    """The config of a TINY run under ``tmp_path``, with ``overrides``."""
+    from fastrl.config import load_config
+
+    return load_config(None, [*TINY, f"log.run_dir={tmp_path}", *overrides])
+
+
+def ours_in_shm() -> set[str]:
+    """fastrl's segments and multiprocessing's semaphores (our queues) in /dev/shm."""
+    return set(leftover_segments()) | {n for n in os.listdir("/dev/shm") if n.startswith("sem.mp-")}
+
+
+def run_train(args: list[str], tmp_path: Path, timeout: float = 180, **kw):
+    """``python -m fastrl.train`` in a subprocess with its run dir under ``tmp_path``."""
+    cmd = [sys.executable, "-m", "fastrl.train", *args, f"log.run_dir={tmp_path}"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def run_dir_of(tmp_path: Path) -> Path:
+    """The one run directory under ``tmp_path``."""
+    (d,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    return d
+
+
+def last_json(out: str) -> dict:
+    """The summary ``python -m fastrl.train`` prints as its last stdout line."""
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def spawned_children(proc: subprocess.Popen) -> list[psutil.Process]:
+    """The supervisor's learner and workers, in start order (learner first)."""
+    kids = [c for c in psutil.Process(proc.pid).children()
+            if "spawn_main" in " ".join(c.cmdline())]
+    return sorted(kids, key=lambda c: (c.create_time(), c.pid))
+
+
+def tb_size(tmp_path: Path) -> int:
+    """Bytes in the TensorBoard event file of the run under ``tmp_path`` (0: none yet)."""
+    events = list(tmp_path.glob("*/tb/events.out.tfevents.*"))
+    return events[0].stat().st_size if events else 0
+
+
+def wait_training(proc: subprocess.Popen, tmp_path, timeout: float = 120) -> list[psutil.Process]:
+    """Wait until the learner has logged an update (TensorBoard file has grown) and the
+    learner and both workers run; returns them (learner first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tb_size(tmp_path) > 2000 and len(spawned_children(proc)) >= 3:
+            return spawned_children(proc)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"run did not start training: {proc.communicate(timeout=30)}")
+
+
+def wait_updates(proc: subprocess.Popen, tmp_path, timeout: float = 120) -> None:
+    """Wait until the learner has logged updates (its TensorBoard file has grown), whatever
+    runs the workers (Ray actors are no children of the supervisor)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tb_size(tmp_path) > 2000:
+            return
+        assert proc.poll() is None, proc.communicate(timeout=30)
+        time.sleep(0.2)
+    raise AssertionError("the run did not start training")
+
+
+def wait_file(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until ``path`` exists; fail if ``proc`` ends or ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+
+
+def wait_for(ready, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until ``ready()``; fail if ``proc`` ends or ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, \
+            proc.communicate(timeout=30)
+        time.sleep(0.2)
+
+
+def all_gone(procs: list[psutil.Process], timeout: float = 15) -> bool:
+    """Whether every process of ``procs`` has ended (zombies count as ended) in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def tb(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of a TensorBoard scalar of a run (empty if never logged); a resumed
+    run's purge step applies."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(Path(run_dir) / "tb"))
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+
+
+def updates_after_restart(run_dir: Path) -> int:
+    """Updates a run logged after its first worker restart (log.metrics_every_s=0: every
+    update is logged, with the supervisor's restart count)."""
+    restarts = tb(run_dir, "supervisor/restarts")
+    assert restarts and restarts[-1][1] >= 1, f"no restart logged: {restarts[-5:]}"
+    restarted = min(step for step, count in restarts if count >= 1)
+    return sum(1 for step, _ in tb(run_dir, "loss/policy_loss") if step > restarted)
+
+
+def tb_accumulator(run_dir: Path, **size_guidance):
+    """A loaded TensorBoard EventAccumulator of a run (histograms: ``histograms=0``)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(Path(run_dir) / "tb"), size_guidance=size_guidance or None)
+    acc.Reload()
+    return acc
+
+
+def assert_solved(cfg, global_step: int, final_eval: dict, run_dir: Path) -> None:
+    """The solve bar: within 500k steps, the learner's last evaluation (20 episodes, fixed
+    seeds, deterministic policy: fastrl.eval.harness.evaluate) and the saved model evaluated
+    afresh here both average at least 475."""
+    import torch
+
+    from fastrl.envs.source import EnvSource
+    from fastrl.eval.harness import evaluate
+    from fastrl.plan import plan_run
+
+    assert global_step <= 500_000
+    assert final_eval["return_mean"] >= 475
+    policy = plan_run(cfg).policy()
+    policy.load_state_dict(torch.load(Path(run_dir) / "model.pt")["model"])
+    seeds = list(range(cfg.log.eval_seed, cfg.log.eval_seed + 20))
+    assert evaluate(policy, EnvSource("CartPole-v1"), seeds)["return_mean"] >= 475
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    """Whether two runs' model.pt hold the same parameters, bit for bit."""
+    import torch
+
+    x, y = (torch.load(Path(run) / "model.pt")["model"] for run in (a, b))
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def make_cartpole(**kwargs) -> gym.Env:
+    """A Gymnasium-API env factory at module level: importable, so spawn workers get it."""
+    return gym.make("CartPole-v1", **kwargs)
+
+
+def remote_workers() -> list[psutil.Process]:
+    """Live worker actors under this test process's Ray (Ray titles them ray::RemoteWorker)."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "RemoteWorker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+# --- shared memory across processes (tests/memory, tests/runtime/test_shared_memory.py) ---
+def ring_layout():
+    """The slot layout of the ring tests: a sequence number, a payload and a CRC32."""
+    import numpy as np
+
+    from fastrl.memory.layout import Field, SlotLayout
+
+    return SlotLayout([
+        Field("seq", (1,), np.dtype(np.int64)),
+        Field("payload", (61,), np.dtype(np.float64)),
+        Field("checksum", (), np.dtype(np.uint32)),  # Ring.stamp / Ring.verify: CRC32
+    ])
+
+
+def payload_for(seq: int):
+    """The payload of slot ``seq``: every slot's differs."""
+    import numpy as np
+
+    return np.sin(np.arange(61) * 0.37 + seq)
+
+
+def produce(name: str, slots: int, count: int) -> None:
+    """Publish slots ``write_seq .. count-1`` into the ring in segment ``name`` (a spawned
+    process's target): a restarted producer continues the ring."""
+    from fastrl.memory.ring import Ring
+    from fastrl.memory.segments import attach
+    from fastrl.memory.wait import wait_until
+
+    shm = attach(name)
+    ring = Ring(shm.buf, ring_layout(), slots)
+    for seq in range(ring.write_seq, count):
+        wait_until(ring.has_free_slot, lambda: False, timeout_s=60)
+        slot = ring.write_slot()
+        slot["seq"][0] = seq
+        p = payload_for(seq)
+        for half in (slice(0, 30), slice(30, 61)):  # two writes: a kill can fall between
+            slot["payload"][half] = p[half]
+        ring.stamp()
+        ring.publish()
+
+
+def write_versions(name: str, size: int, versions: int) -> None:
+    """Write weights versions 1..``versions`` (every parameter equal to its version) into the
+    SharedWeights of ``size`` parameters in segment ``name`` (a spawned process's target)."""
+    import numpy as np
+
+    from fastrl.memory.segments import attach
+    from fastrl.memory.weights import SharedWeights
+
+    shm = attach(name)
+    w = SharedWeights(shm.buf, size)
+    for v in range(1, versions + 1):
+        w.write(np.full(size, v, np.float32), v)
+        time.sleep(50e-6)  # let the reader in between writes too, not only during them
+    w.request_stop()
+
+
+def checkpoint_folders(run_dir: Path) -> list[Path]:
+    """A run's checkpoint folders, oldest first (temporary ones left out)."""
+    from fastrl.checkpoint import checkpoints_dir
+
+    return sorted(p for p in checkpoints_dir(run_dir).iterdir() if not p.name.startswith("."))

@@ -1,0 +1,53 @@
+"""ActorCritic (fastrl.models.policy): its heads, Discrete offsets, flat weight round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from fastrl.models.policy import ActorCritic, UnsupportedActionSpace, flat_params, load_flat_params
+
+
+def test_box_actions_have_gaussian_log_probs_and_entropy():
+    policy = ActorCritic(spaces.Box(-1, 1, (3,)), spaces.Box(-2, 2, (2,)), [16])
+    obs = torch.zeros(5, 3)
+    action, logp, value = policy.act(obs)
+    assert action.shape == (5, 2) and logp.shape == (5,) and value.shape == (5,)
+    logp2, ent, _ = policy.evaluate(obs, action)
+    assert torch.allclose(logp, logp2) and ent.shape == (5,)
+    mode, _, _ = policy.act(obs, deterministic=True)
+    assert torch.equal(mode, policy.act(obs, deterministic=True)[0])
+
+
+def test_discrete_observations_are_one_hot_and_time_major_batches_work():
+    policy = ActorCritic(spaces.Discrete(5), spaces.Discrete(3), [8])
+    obs = torch.tensor([[0, 4], [2, 1]])
+    action, logp, value = policy.act(obs)
+    assert action.shape == logp.shape == value.shape == (2, 2)
+    assert ((0 <= action) & (action < 3)).all()
+
+
+def test_discrete_spaces_with_a_start_offset():
+    policy = ActorCritic(spaces.Discrete(4, start=10), spaces.Discrete(3, start=-1), [8])
+    obs = torch.tensor([10, 13, 11])
+    for _ in range(20):
+        action, logp, _ = policy.act(obs)
+        assert ((-1 <= action) & (action <= 1)).all()
+        assert torch.allclose(policy.evaluate(obs, action)[0], logp)
+
+
+def test_unsupported_action_space_is_named():
+    with pytest.raises(UnsupportedActionSpace, match="Discrete or Box.*MultiBinary"):
+        ActorCritic(spaces.Box(-1, 1, (3,)), spaces.MultiBinary(3), [16])
+
+
+def test_flat_params_round_trip_without_aliasing():
+    a = ActorCritic(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), [8])
+    b = ActorCritic(spaces.Box(-1, 1, (4,)), spaces.Discrete(2), [8])
+    flat = flat_params(a)
+    load_flat_params(b, flat)
+    assert np.array_equal(flat_params(b), flat)
+    flat[:] = 0  # b must not see later writes into the buffer it was loaded from
+    assert not np.array_equal(flat_params(b), flat)

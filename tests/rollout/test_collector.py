@@ -1,0 +1,89 @@
+"""The collector (fastrl.rollout.collector): episode ends reset in place without fake
+transitions, truncations keep the real final observation that PPO bootstraps from, and
+non-finite rewards are refused naming the env and step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scripted_envs  # noqa: F401 - registers Count-v0
+import torch
+from torch import nn
+
+from fastrl.algos.ppo import PPO
+from fastrl.config import AlgoConfig
+from fastrl.envs.source import EnvContractError, EnvGroup, EnvSource
+from fastrl.memory.layout import trajectory_layout
+from fastrl.models.actors import policy_actor
+from fastrl.models.policy import ActorCritic
+from fastrl.rollout.collector import Collector, check_rewards
+
+G, L = 0.5, 0.5
+
+
+class ObsValue(nn.Module):
+    """Stand-in policy whose value is the observation itself (so V(s) tells which s)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dummy = nn.Parameter(torch.zeros(1))
+
+    def value(self, obs):
+        return obs[..., 0].float()
+
+
+def collect(env_kwargs: dict, rollout_len: int, num_envs: int = 1):
+    envs = EnvGroup(EnvSource("scripted_envs:Count-v0", env_kwargs), list(range(num_envs)))
+    policy = ActorCritic(envs.observation_space, envs.action_space, [8])
+    layout = trajectory_layout(envs.observation_space, envs.action_space, rollout_len, num_envs)
+    slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+    Collector(envs, policy_actor(policy), first_env_id=0, total_envs=num_envs).fill(slot, 0, 3)
+    return slot
+
+
+def test_collector_terminations_reset_in_place_without_fake_transitions():
+    slot = collect({"terminate_at": 3}, rollout_len=7)
+    assert slot["obs"][:, 0, 0].tolist() == [0, 1, 2, 100, 101, 102, 200]
+    assert slot["terminated"][:, 0].tolist() == [0, 0, 1, 0, 0, 1, 0]
+    assert not slot["truncated"].any()
+    assert (slot["reward"] == 1).all(), "a fake (autoreset) transition entered the slot"
+    assert slot["episode_return"][[2, 5], 0].tolist() == [3, 3]
+    assert slot["episode_length"][[2, 5], 0].tolist() == [3, 3]
+    assert slot["episode_id"][:, 0].tolist() == [0, 0, 0, 1, 1, 1, 2]
+    assert slot["bootstrap_obs"][0, 0] == 201
+    assert (slot["policy_version"] == 3).all()
+    assert slot["global_step"][:, 0].tolist() == list(range(7))
+
+
+def test_truncation_bootstraps_from_the_real_final_observation():
+    # Episodes truncated after 2 steps by TimeLimit; the slot ends mid-episode.
+    slot = collect({"max_episode_steps": 2}, rollout_len=5)
+    assert slot["obs"][:, 0, 0].tolist() == [0, 1, 100, 101, 200]
+    assert slot["truncated"][:, 0].tolist() == [0, 1, 0, 1, 0]
+    assert not slot["terminated"].any()
+    assert slot["final_obs"][[1, 3], 0, 0].tolist() == [2, 102]
+    assert slot["bootstrap_obs"][0, 0] == 201
+
+    batch = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in slot.items()}
+    batch["value"] = batch["obs"][..., 0].clone()  # as ObsValue would have said in rollout
+    cfg = AlgoConfig(gamma=G, gae_lambda=L)
+    adv, returns = PPO(ObsValue(), cfg).advantages(batch)
+    v = [0, 1, 100, 101, 200]
+    # next-state values of the same episode: V(1), V(final 2), V(101), V(final 102), V(201)
+    nxt = [1, 2, 101, 102, 201]
+    delta = [1 + G * n - x for n, x in zip(nxt, v)]
+    cont = [1, 0, 1, 0, 1]
+    a = [0.0] * 5
+    for i in reversed(range(5)):
+        a[i] = delta[i] + (G * L * cont[i] * a[i + 1] if i < 4 else 0.0)
+    assert adv[:, 0].tolist() == pytest.approx(a)
+    assert returns[:, 0].tolist() == pytest.approx([x + y for x, y in zip(a, v)])
+
+
+def test_non_finite_rewards_are_refused_naming_env_and_step():
+    rewards = np.zeros((4, 3), np.float32)
+    check_rewards(rewards, np.array([6, 7, 8]))
+    rewards[2, 1], rewards[3, 0] = np.nan, np.inf
+    with pytest.raises(EnvContractError, match="env 7 returned the reward nan at step 2.*2 non"):
+        check_rewards(rewards, np.array([6, 7, 8]))
+

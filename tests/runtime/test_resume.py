@@ -1,0 +1,114 @@
+"""Stop and resume through real processes: the global step, the TensorBoard run and the
+learning curve continue; stop-then-resume is bit-identical to an uninterrupted run; a
+checkpoint that does not fit the config, or is corrupt, is refused or skipped clearly."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+import pytest
+from helpers import (
+    STRAIGHT,
+    TINY,
+    last_json,
+    run_dir_of,
+    run_train,
+    same_weights,
+    tb,
+    wait_training,
+)
+
+from fastrl.checkpoint import latest_valid
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def sigterm_when(proc, ready, timeout: float = 120) -> None:
+    """SIGTERM ``proc`` at a random moment within a second after ``ready()``."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(random.uniform(0, 1))  # a random moment: mid-update, mid-slot or waiting
+    proc.send_signal(signal.SIGTERM)
+
+
+def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path):
+    args = ["algo.target_return=null", "algo.total_steps=90112", "log.eval_every_steps=8192",
+            "log.eval_episodes=10", "seed=1"]
+    proc = launch(args, tiny=False)
+    wait_training(proc, tmp_path)
+    run = run_dir_of(tmp_path)
+    sigterm_when(proc, lambda: any(v >= 200 for _, v in tb(run, "eval/return_mean")))
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    stopped = last_json(out)
+    assert stopped["stopped_by_signal"] and stopped["global_step"] < 90112
+    ckpt, _ = latest_valid(run)
+    assert ckpt.global_step == stopped["global_step"]
+    before = tb(run, "eval/return_mean")
+
+    # Only as far as the next evaluation: the rest of the 90112 steps would show nothing new.
+    end = (ckpt.global_step // 8192 + 1) * 8192
+    resumed = launch([f"algo.total_steps={end}"], tiny=False, resume=run)
+    out, err = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, err
+    assert last_json(out)["global_step"] == end
+    steps = [s for s, _ in tb(run, "loss/policy_loss")]
+    assert steps == sorted(set(steps)), "a step was logged twice"
+    assert ckpt.global_step + 512 in steps  # the first update after resume: one batch later
+    after = [(s, v) for s, v in tb(run, "eval/return_mean") if s > ckpt.global_step]
+    assert after, "no evaluation after resume"
+    # A fresh policy returns ~10-40 on CartPole; the resumed one starts where it stopped.
+    assert after[0][1] >= 0.5 * max(v for _, v in before[-2:]), (before, after)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, straight_run):
+    # Fixed seed, max_policy_lag=0: "train to S" equals "train, SIGTERM at a random moment,
+    # --resume, train to S" parameter for parameter (CPU, learner_threads=1).
+    straight = straight_run(workers)
+    interrupted = launch([f"infra.num_workers={workers}", *STRAIGHT,
+                          "log.run_name=interrupted"])
+    run = tmp_path / "interrupted"
+    sigterm_when(interrupted, lambda: latest_valid(run)[0] is not None)
+    out, err = interrupted.communicate(timeout=60)
+    assert interrupted.returncode == 0, err
+    stop_step = last_json(out)["global_step"]
+    assert 0 < stop_step < 12288, "the stop came too late to test anything"
+    resumed = launch([], tiny=False, resume=run)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert f"at global step {stop_step:,}" in err
+    assert same_weights(straight, run), "resumed weights differ"
+
+
+def test_resume_refuses_a_different_env_or_network_and_skips_corrupt_checkpoints(tmp_path):
+    proc = run_train([*TINY, "algo.total_steps=1024", "log.checkpoint_every_steps=256",
+                      "log.run_name=r"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "r"
+
+    def resume(*overrides):
+        return run_train(["--resume", str(run), *overrides], tmp_path)
+
+    bad = resume("env.id=Acrobot-v1")
+    assert bad.returncode == 2 and "it trained env.id='CartPole-v1'" in bad.stderr
+    bad = resume("algo.hidden_sizes=[32]")
+    assert bad.returncode == 2 and "algo.hidden_sizes must stay" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+    newest, _ = latest_valid(run)
+    with (newest.path / "learner.pt").open("r+b") as f:
+        f.truncate(100)
+    # an infra change too: the saved (unstamped) slots and worker states are set aside,
+    # the workers start fresh, and CRC checking of every new slot passes
+    ok = resume("algo.total_steps=1280", "infra.check_slots=true")
+    assert ok.returncode == 0, ok.stderr
+    assert "learner.pt has 100 bytes" in ok.stderr and "falling back to" in ok.stderr
+    assert "config changes: algo.total_steps: 1024 -> 1280; infra.check_slots: False -> " \
+        "True" in ok.stderr
+    assert last_json(ok.stdout)["global_step"] == 1280
+    assert "algo.total_steps: 1024 -> 1280" in (run / "resume.log").read_text()
