@@ -18,8 +18,8 @@ from fastrl.config import field_docs, load_config
 from fastrl.describe import config_and_overrides, describe, summary
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.segments import SharedMemoryFull
+from fastrl.runtime.faults import ChildFailed
 from fastrl.runtime.ray_workers import RayUnavailable
-from fastrl.runtime.supervisor import ChildFailed
 from fastrl.trainer import Trainer
 
 

@@ -27,7 +27,8 @@ from fastrl.envs.source import env_source, import_string
 from fastrl.learner.offpolicy import replay_shape
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
-from fastrl.runtime.supervisor import GRACEFUL_EXIT_S, KILL_WAIT_S, RunResult, Supervisor
+from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S
+from fastrl.runtime.supervisor import RunResult, Supervisor
 
 
 def make_run_dir(cfg: MainConfig) -> Path:

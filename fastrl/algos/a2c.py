@@ -11,10 +11,9 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
 from fastrl.algos.base import Algorithm, DataMode, set_lr
-from fastrl.algos.ppo import PPO
+from fastrl.algos.ppo import PPO, explained_variance
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 
@@ -42,17 +41,10 @@ class A2C(PPO):
         pg_loss = -(adv * logp).mean()
         v_loss = 0.5 * ((value - returns) ** 2).mean()
         ent = entropy.mean()
-        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
-        old_values = batch["value"].flatten()
-        var_y = returns.var()
+        grad_norm = self.step(pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss)
         return {"policy_loss": pg_loss.detach(), "value_loss": v_loss.detach(),
-                "entropy": ent.detach(), "grad_norm": grad_norm.detach(),
-                "explained_variance": torch.where(
-                    var_y > 0, 1 - (returns - old_values).var() / var_y, torch.nan)}
+                "entropy": ent.detach(), "grad_norm": grad_norm,
+                "explained_variance": explained_variance(returns, batch["value"].flatten())}
 
 
 def check_config(cfg: MainConfig) -> None:

@@ -48,6 +48,13 @@ def compute_gae(
     return adv
 
 
+def explained_variance(returns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``1 - Var(returns - values) / Var(returns)`` (NaN when the returns do not vary), a
+    0-d tensor on their device."""
+    var_y = returns.var()
+    return torch.where(var_y > 0, 1 - (returns - values).var() / var_y, torch.nan)
+
+
 class PPO:
     """Owns the optimizer; :meth:`update` trains the policy on one batch."""
 
@@ -141,23 +148,27 @@ class PPO:
                 ent = entropy.mean()
                 loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
 
-                self.optimizer.zero_grad()
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
+                grad_norm = self.step(loss)
                 stats += torch.stack(
                     [pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clip_frac,
-                     grad_norm.detach()]
+                     grad_norm]
                 )
                 count += 1
             if cfg.target_kl is not None and approx_kl > cfg.target_kl:
                 break
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
         out = dict(zip(names, stats / count))
-        var_y = returns.var()
-        out["explained_variance"] = torch.where(
-            var_y > 0, 1 - (returns - old_values).var() / var_y, torch.nan)
+        out["explained_variance"] = explained_variance(returns, old_values)
         return out
+
+    def step(self, loss: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on ``loss``, gradients clipped at ``max_grad_norm``; returns
+        the gradient norm before clipping."""
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        return grad_norm.detach()
 
 
 def check_minibatches(cfg: MainConfig, slots: str) -> None:

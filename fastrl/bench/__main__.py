@@ -25,7 +25,7 @@ from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
 from fastrl.envs.source import EnvError
-from fastrl.runtime.supervisor import ChildFailed
+from fastrl.runtime.faults import ChildFailed
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
 IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process

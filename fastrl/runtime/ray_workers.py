@@ -39,15 +39,19 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.checkpoint import parked_path
+from fastrl.checkpoint import describe_latest, parked_path
 from fastrl.core.files import write_atomically
 from fastrl.core.process import STOP_SIGNALS, write_crash
-from fastrl.memory.ring import HEARTBEAT_NS, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
+from fastrl.memory.ring import HEARTBEAT_NS, INCARNATION, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
+from fastrl.runtime.base import RunState
+from fastrl.runtime.faults import ChildFailed
+from fastrl.runtime.local import LocalRuntime
 from fastrl.runtime.ray_actor import COUNTERS, RemoteWorker, WorkerCrash
+from fastrl.telemetry.metrics import MetricsLogger
 
 PIPELINE = 2  # calls queued per actor: the next slot is filled while the last one travels
 PLACEMENT_TIMEOUT_S = 120.0  # for the cluster to find a CPU for every worker
@@ -384,3 +388,49 @@ class RayWorkers:
         if handle.is_alive():
             write_crash(self.run_dir, f"worker {handle.worker_id}", report)
         handle.end(exitcode)
+
+
+class RayRuntime(LocalRuntime):
+    """``infra.runtime=ray``: the learner in a process of its own as ``local``, the workers
+    as Ray actors (:class:`RayWorkers`), supervised through the same process interface."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workers: RayWorkers | None = None
+
+    def execute(self, run: RunState) -> None:
+        """Connect to Ray and place the workers, then run as ``local``."""
+        self.workers = RayWorkers(run.plan, run.run_dir, run.memory.rings, run.memory.weights,
+                                  run.stop.requested)
+        super().execute(run)
+
+    def start_worker(self, run: RunState, i: int, parked: str | None = None) -> None:
+        """Start worker ``i``'s actor (in the background: it reports when it has started)."""
+        handle = self.workers.start_worker(i, run.memory.rings[i].get(INCARNATION), parked)
+        run.children.track(f"worker {i}", handle)
+
+    def check_children(self, run: RunState) -> None:
+        """As ``local``, after the relay thread's health; log the actors that started."""
+        if self.workers.failure is not None:
+            raise ChildFailed(f"the Ray relay thread failed: {self.workers.failure!r}\n"
+                              f"{describe_latest(run.run_dir)}")
+        super().check_children(run)
+        for actor in self.workers.take_started():
+            run.events.logger.event(run.events.step, f"worker {actor.worker_id} started on "
+                                    f"{actor.node} (Ray actor pid {actor.pid})")
+
+    def close(self, logger: MetricsLogger, step: int) -> None:
+        """End the actors and the relay (its relay writes the rings: before the unlink), and
+        disconnect; a failure is logged, never raised."""
+        if self.workers is not None:
+            workers, self.workers = self.workers, None
+            try:
+                workers.close()
+            except Exception as e:
+                logger.event(step, f"closing the Ray runtime failed: {e!r}")
+        super().close(logger, step)
+
+    def relay_counters(self) -> dict[str, int]:
+        """Slots relayed so far and the ns the relay spent getting them from the object
+        store and copying them into the rings."""
+        return dict(self.workers.relay_ns) if self.workers is not None else {}

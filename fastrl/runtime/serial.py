@@ -21,6 +21,7 @@ from fastrl.memory.ring import INCARNATION, Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
 from fastrl.rollout.worker import RolloutWorker, WorkerSpec, load_parked
+from fastrl.runtime.base import RunState, Runtime
 from fastrl.telemetry.events import RunEvents
 
 
@@ -65,3 +66,28 @@ def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedW
         for worker in workers:
             worker.close()
         torch.set_num_threads(threads)
+
+
+class SerialRuntime(Runtime):
+    """``infra.runtime=serial`` (see the module documentation)."""
+
+    in_process = True
+
+    def execute(self, run: RunState) -> None:
+        """Train in this thread; a second stop signal interrupts the user's code here."""
+        memory = run.memory
+        run.stop.in_user_code = True
+        run_serial(run.plan, run.run_dir, memory.rings, memory.weights, run.worker_states,
+                   run.resume, run.events, lambda: self._tick(run))
+        run.stop.in_user_code = False
+
+    @staticmethod
+    def _tick(run: RunState) -> None:
+        """The look at the outside world, from inside the learner's waits: turn a stop
+        request into the stop flag, end at once on a second signal, and keep the checkpoint
+        evaluations going."""
+        if run.stop.requested():
+            run.memory.weights.request_stop()
+        if run.stop.forced:
+            raise KeyboardInterrupt
+        run.evals.poll()

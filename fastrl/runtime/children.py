@@ -1,0 +1,99 @@
+"""The child processes of a run (learner, workers, checkpoint evaluations) and the Ray
+worker actors, which present the same process interface: starting, naming, ending."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastrl.core.process import STOP_SIGNALS, read_crash
+
+POLL_S = 0.05
+# The learner may be evaluating, waiting up to PARK_WAIT_S (20 s) for the workers to park,
+# and checkpointing when asked to stop.
+GRACEFUL_EXIT_S = 60.0
+KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
+
+
+class Children:
+    """Every child of the run by name ('learner', 'worker 0', 'eval'), and when each was
+    started (the start-up allowance of its heartbeat)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.ctx = mp.get_context("spawn")  # CUDA, OpenMP and numba threads do not survive fork
+        self.procs: dict[str, Any] = {}
+        self.started_ns: dict[str, int] = {}
+
+    def spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        """Start ``target(*args)`` in a new process, child ``name``."""
+        # A terminal's Ctrl-C (or a group SIGTERM) reaches every process of the group, and a
+        # child still importing torch would die of it. A child inherits the forking thread's
+        # signal mask, so it starts with both blocked until it ignores them (become_child);
+        # here they stay pending, or another thread's handler takes them: none is lost.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            proc = self.ctx.Process(target=target, args=args, name=f"fastrl {name}",
+                                    daemon=True)
+            proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        self.track(name, proc)
+
+    def track(self, name: str, proc: Any) -> None:
+        """Watch ``proc`` (a process, or a worker actor's handle) as child ``name``."""
+        self.procs[name] = proc
+        self.started_ns[name] = time.monotonic_ns()
+
+    def __getitem__(self, name: str) -> Any:
+        return self.procs[name]
+
+    def get(self, name: str) -> Any:
+        """Child ``name``, or None before it was started."""
+        return self.procs.get(name)
+
+    def pids(self) -> dict[str, int | str]:
+        """The pid of every child by name ('?' for an actor that has not started yet)."""
+        return {name: proc.pid for name, proc in self.procs.items()}
+
+    def describe_exit(self, name: str) -> str:
+        """How child ``name`` ended, with the learner's crash report."""
+        proc = self.procs[name]
+        code = proc.exitcode
+        if code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        elif code == 0:
+            how = "exited before the run was stopped"
+        else:
+            how = f"exited with code {code}"
+        report = read_crash(self.run_dir, name)
+        msg = f"{name} (pid {proc.pid}) {how}"
+        return f"{msg}:\n{report.rstrip()}" if report and name == "learner" else msg
+
+    def stop_all(self, grace_s: float, forced: Callable[[], bool]) -> None:
+        """Let every child exit on the stop flag within ``grace_s`` (unless ``forced()``),
+        then kill what is left. A checkpoint evaluation still running is killed at once: it
+        does not look at the stop flag, and its JSON appears atomically or not."""
+        evaluating = self.procs.get("eval")
+        if evaluating is not None and evaluating.is_alive():
+            evaluating.kill()
+        deadline = time.monotonic() + grace_s
+        procs = list(self.procs.values())
+        while any(p.is_alive() for p in procs) and not forced() and \
+                time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        for p in procs:
+            if p.is_alive():
+                p.kill()  # children ignore SIGTERM (see fastrl.core.process.become_child)
+        for p in procs:
+            p.join(KILL_WAIT_S)
+
+    def clear(self) -> None:
+        """Forget every child: an exception's traceback keeps the supervisor's frames alive,
+        and the processes' arguments hold the metrics queue, whose semaphores must leave
+        /dev/shm now rather than whenever the traceback is collected."""
+        self.procs.clear()

@@ -1,0 +1,163 @@
+"""The package's shape: layers import one way (docs/architecture.md), modules import each
+other without cycles, and only the algorithm plug-ins know algorithms by name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import fastrl
+from fastrl.algos.registry import ALGORITHMS
+
+ROOT = Path(fastrl.__file__).parent
+
+#: Lowest first: a module may import its own layer or lower ones (docs/architecture.md).
+LAYERS = [
+    ["fastrl.core", "fastrl.callbacks"],
+    ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models"],
+    ["fastrl.algos"],
+    ["fastrl.config"],
+    ["fastrl.plan", "fastrl.checkpoint", "fastrl.eval.harness", "fastrl.eval.policy",
+     "fastrl.eval.checkpoints", "fastrl.telemetry"],
+    ["fastrl.rollout", "fastrl.learner"],
+    ["fastrl.runtime"],
+    ["fastrl.trainer", "fastrl.errors"],
+    ["fastrl.train", "fastrl.describe", "fastrl.eval.cli", "fastrl.eval.__main__",
+     "fastrl.export", "fastrl.bench", "fastrl.config_reference"],
+]
+
+
+def module_name(path: Path) -> str:
+    """``fastrl.a.b`` for ``ROOT/a/b.py`` (``fastrl.a`` for ``ROOT/a/__init__.py``)."""
+    parts = ("fastrl", *path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of ``module`` (by its longest listed prefix), None for a bare package
+    ``__init__`` that no layer lists."""
+    best = None
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (i, len(prefix))
+    return best[0] if best else None
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports_of(module: str) -> set[str]:
+    """The fastrl modules ``module`` imports at run time (anywhere in it, function bodies
+    included; ``if TYPE_CHECKING:`` blocks and its own parent packages excluded)."""
+    tree = ast.parse(MODULES[module].read_text())
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking_only(node):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in MODULES else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+    return {m for m in found if m in MODULES and m not in parents and m != module}
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in MODULES if layer_of(m) is None and
+                      MODULES[m].name != "__init__.py")
+    assert not unplaced, f"modules in no layer of LAYERS: {unplaced}"
+
+
+def test_layers_import_downwards_only():
+    upward = []
+    for module in sorted(MODULES):
+        here = layer_of(module)
+        if here is None:
+            continue
+        for target in sorted(imports_of(module)):
+            there = layer_of(target)
+            if there is not None and there > here:
+                upward.append(f"{module} (layer {here}) imports {target} (layer {there})")
+    assert not upward, "\n".join(upward)
+
+
+def test_modules_import_each_other_without_cycles():
+    graph = {m: imports_of(m) for m in MODULES}
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def walk(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state:
+                cycle = walk(n)
+                if cycle:
+                    return cycle
+        state[m] = 2
+        path.pop()
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            cycle = walk(m)
+            assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _names_compared(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name)`` of every algorithm name compared with (``==``, ``!=``, ``in``) or
+    used as a dict key."""
+    names = set(ALGORITHMS)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for part in (node.left, *node.comparators):
+                consts = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) \
+                    else [part]
+                found += [(node.lineno, c.value) for c in consts
+                          if isinstance(c, ast.Constant) and c.value in names]
+        elif isinstance(node, ast.Dict):
+            found += [(node.lineno, k.value) for k in node.keys
+                      if isinstance(k, ast.Constant) and k.value in names]
+    return found
+
+
+def test_only_the_plug_ins_decide_by_algorithm_name():
+    offenders = [f"{MODULES[m].relative_to(ROOT.parent)}:{line}: {name!r}"
+                 for m in sorted(MODULES) if not m.startswith("fastrl.algos")
+                 for line, name in _names_compared(ast.parse(MODULES[m].read_text()))]
+    assert not offenders, "algorithm names compared outside fastrl.algos:\n" + \
+        "\n".join(offenders)
+
+
+def test_the_name_check_finds_a_comparison():
+    tree = ast.parse("if cfg.algo.name in ('dqn', 'x'):\n    pass\nT = {'sac': 1}\n")
+    assert _names_compared(tree) == [(1, "dqn"), (3, "sac")]
+
+
+def test_every_algorithm_module_is_registered_under_its_name():
+    modules = {m.rpartition(".")[2] for m in MODULES if m.startswith("fastrl.algos.")}
+    assert set(ALGORITHMS) <= modules
+    for name, algorithm in ALGORITHMS.items():
+        assert algorithm.name == name
+        assert algorithm.trains == (algorithm.make_update is not None)
