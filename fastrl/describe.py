@@ -1,8 +1,8 @@
 """python -m fastrl.describe [CONFIG.yaml] [key=value ...] [--json]: the run's architecture.
 
-Prints the four layers of DESIGN.md (rollout workers, experience buffer, learner, evaluation
-and logging, under the supervisor) filled in with one config's numbers: processes and
-devices, envs, slot and ring sizes, the replay buffer, the weights transport, the shared
+Prints the four layers of a run (docs/architecture.md: rollout workers, experience buffer,
+learner, evaluation and logging, under the supervisor) filled in with one config's numbers:
+processes and devices, envs, slot and ring sizes, the replay buffer, the weights transport, the shared
 memory in all, and where logs, checkpoints and evaluations go. Nothing is started and no
 memory is allocated: the env is made once to read its spaces, as every run does first.
 A config that :func:`fastrl.config.check_values` rejects exits 2 with the reason, as
@@ -359,9 +359,9 @@ def _buffer_lines(report: dict[str, Any]) -> list[str]:
         f"{_plural(b['ring_slots'], 'slot')} of {human_bytes(b['slot_bytes'])} a ring: "
         f"{human_bytes(b['ring_bytes'])} a ring, {human_bytes(b['rings_bytes'])} in all",
     ]
-    if b["mode"] in ("on-policy", "asynchronous"):
+    if DataMode(b["mode"]).on_policy:
         lines.append(f"{b['mode']}: {_batch_text(b)}")
-    elif b["mode"] == "off-policy":
+    elif b["mode"] == DataMode.REPLAY.value:
         rp = b["replay"]
         lines += [f"off-policy: slots feed a {rp['class']} of {rp['capacity']:,} transitions "
                   f"({human_bytes(rp['bytes'])}, in the learner's memory)",
@@ -376,7 +376,7 @@ def _buffer_lines(report: dict[str, Any]) -> list[str]:
 
 def _batch_text(b: dict[str, Any]) -> str:
     """What one on-policy batch is."""
-    if b["mode"] == "asynchronous":
+    if b["mode"] == DataMode.ASYNC.value:
         return (f"{_plural(b['batch_slots'], 'slot')} from whichever workers have them is one "
                 f"batch of {b['batch_size']:,} transitions, V-trace-corrected, lag <= "
                 f"{b['max_policy_lag']}")
@@ -435,7 +435,7 @@ def _supervisor_lines(report: dict[str, Any]) -> list[str]:
 
 
 def render(report: dict[str, Any]) -> str:
-    """The four-layer diagram of DESIGN.md filled in with ``report``'s numbers."""
+    """The four-layer diagram of docs/architecture.md filled in with ``report``'s numbers."""
     run = report["run"]
     shared = report["buffer"]["memory"] == "shared"
     head = [f"fastrl run: {run['env_id']}, {run['algo']} for {run['total_steps']:,} steps, "
@@ -464,11 +464,11 @@ def summary(report: dict[str, Any]) -> str:
     run, r, b = report["run"], report["rollout"], report["buffer"]
     lr, w, shm, lg = report["learner"], report["weights"], report["shared_memory"], \
         report["logging"]
-    if b["mode"] == "off-policy":
+    if b["mode"] == DataMode.REPLAY.value:
         rp = b["replay"]
         data = (f"{rp['class']} of {rp['capacity']:,} ({human_bytes(rp['bytes'])}), "
                 f"batch {b['batch_size']:,}")
-    elif b["mode"] in ("on-policy", "asynchronous"):
+    elif DataMode(b["mode"]).on_policy:
         data = _batch_text(b)
     else:
         data = "slots released unread (no training)"

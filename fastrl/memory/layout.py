@@ -73,7 +73,7 @@ def storage_of(space: spaces.Space, role: str) -> tuple[tuple[int, ...], np.dtyp
 def trajectory_layout(
     obs_space: spaces.Space, act_space: spaces.Space, rollout_len: int, num_envs: int
 ) -> SlotLayout:
-    """The trajectory schema of DESIGN.md for ``rollout_len`` steps of ``num_envs`` envs.
+    """The trajectory schema of docs/architecture.md for ``rollout_len`` steps of ``num_envs`` envs.
 
     Per step and env: obs, action, reward, terminated, truncated, log_prob, value, env_id,
     episode_id, policy_version, global_step, plus final_obs (the real last observation of an

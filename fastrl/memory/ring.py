@@ -2,7 +2,7 @@
 
 Segment = control block (one int64 counter per 64-byte cache line) + ``slots`` slots.
 
-Protocol (DESIGN.md "The ring protocol"):
+Protocol (docs/architecture.md, "The ring protocol"):
 
 - the worker (only writer of ``WRITE_SEQ``) fills slot ``write_seq % slots`` while
   ``write_seq - read_seq < slots``, then ``store_release(WRITE_SEQ, write_seq + 1)``;
