@@ -1,12 +1,12 @@
 """python -m fastrl.describe [CONFIG.yaml] [key=value ...] [--json]: the run's architecture.
 
 Prints the four layers of a run (docs/architecture.md: rollout workers, experience buffer,
-learner, evaluation and logging, under the supervisor) filled in with one config's numbers:
-processes and devices, envs, slot and ring sizes, the replay buffer, the weights transport, the shared
-memory in all, and where logs, checkpoints and evaluations go. Nothing is started and no
-memory is allocated: the env is made once to read its spaces, as every run does first.
-A config that :func:`fastrl.config.check_values` rejects exits 2 with the reason, as
-``python -m fastrl.train`` would.
+learner, evaluation and logging, under the supervisor) filled in with one config's
+numbers: processes and devices, envs, slot and ring sizes, the replay buffer, the weights
+transport, the shared memory in all, and where logs, checkpoints and evaluations go.
+Nothing is started and no memory is allocated: the env is made once to read its spaces, as
+every run does first. A config that :func:`fastrl.config.check_values` rejects exits 2
+with the reason, as ``python -m fastrl.train`` would.
 
 ``--json`` prints the same content as one JSON object (exact bytes where the text rounds):
 
