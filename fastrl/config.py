@@ -26,14 +26,15 @@ from fastrl.core.settings import bound_problem, setting
 class EnvConfig:
     """Which environment the workers step."""
 
-    id: str = setting("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module first); "
-                 "with fn or vector_fn, the run's name for the env")
+    id: str = setting("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module "
+                      "first); with fn or vector_fn, the run's name for the env")
     kwargs: dict[str, Any] = setting({}, "keyword arguments passed to gymnasium.make, fn or "
-                                "vector_fn")
-    fn: str = setting("", "import string 'package.module:make_env' of a Gymnasium-API env factory, "
-                 "called as make_env(**kwargs), instead of gymnasium.make(id)")
-    vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched simulator "
-                        "factory, called as make_sim(seeds, **kwargs) (fastrl.envs.BatchedEnv)")
+                                     "vector_fn")
+    fn: str = setting("", "import string 'package.module:make_env' of a Gymnasium-API env "
+                      "factory, called as make_env(**kwargs), instead of gymnasium.make(id)")
+    vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched "
+                             "simulator factory, called as make_sim(seeds, **kwargs) "
+                             "(fastrl.envs.BatchedEnv)")
 
 
 @dataclass
@@ -65,7 +66,7 @@ class AlgoSettings:
     target_kl: float | None = setting(None, "stop an update's epochs early past this approx-KL")
     hidden_sizes: list[int] = setting([64, 64], "MLP hidden layer widths of every network")
     policy: str = setting("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
-                     "subclass to act and train with (empty: the built-in network of name)")
+                          "subclass to act and train with (empty: the built-in network of name)")
 
     @property
     def algorithm(self) -> Algorithm:
@@ -136,10 +137,10 @@ class InfraConfig:
     learner_threads: int = setting(1, "torch threads of the learner process", gt=0)
     pin_workers: bool = setting(False, "pin worker i to CPU core i mod cores")
     runtime: str = setting("local", "local: workers and learner in their own processes; serial: "
-                      "everything in the calling process, for breakpoints in envs and "
-                      "losses (same algorithm and policy code); ray: workers as Ray actors, "
-                      "spread over the nodes of a Ray cluster (pip install '.[ray]')",
-                      choices=("local", "serial", "ray"))
+                           "everything in the calling process, for breakpoints in envs and "
+                           "losses (same algorithm and policy code); ray: workers as Ray actors, "
+                           "spread over the nodes of a Ray cluster (pip install '.[ray]')",
+                           choices=("local", "serial", "ray"))
     ray_address: str | None = setting(
         None, "runtime=ray: the Ray cluster to join ('auto', or the head's HOST:PORT; run "
         "fastrl on a node of it, the learner's); null: start a local Ray for this run")
@@ -159,7 +160,7 @@ class LogConfig:
         "between and leave it only then (0: report every update)", ge=0)
     eval_every_steps: int = setting(10_000, "env steps between evaluations", gt=0)
     eval_episodes: int = setting(20, "seeds of the evaluation suite: eval_seed..eval_seed+n-1",
-                            gt=0)
+                                 gt=0)
     eval_seed: int = setting(10_000, "first seed of the evaluation suite", ge=0)
     eval_episodes_per_seed: int = setting(1, "episodes played from each evaluation seed", gt=0)
     eval_on_checkpoint: bool = setting(

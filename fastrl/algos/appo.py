@@ -37,12 +37,12 @@ class APPOConfig:
     policy."""
 
     batch_slots: int | None = setting(None, "ring slots per update, taken from whichever workers "
-                                 "have one ready (null: infra.num_workers)", gt=0)
+                                      "have one ready (null: infra.num_workers)", gt=0)
     rho_bar: float = setting(1.0, "V-trace: clip of the importance ratios in the targets' "
-                        "temporal differences and the policy-gradient advantages", gt=0)
+                             "temporal differences and the policy-gradient advantages", gt=0)
     c_bar: float = setting(1.0, "V-trace: clip of the trace-cutting ratios", gt=0)
     vtrace_lambda: float = setting(1.0, "V-trace: lambda of the traces (1: the paper's)", ge=0,
-                              le=1)
+                                   le=1)
 
 
 

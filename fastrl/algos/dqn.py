@@ -34,12 +34,12 @@ class DQNConfig:
     double: bool = setting(True, "double Q-learning: the online net picks the next action")
     dueling: bool = setting(False, "dueling head: Q = V + A - mean(A)")
     target_tau: float = setting(1.0, "target update: 1.0 copies the online net (hard), < 1 moves "
-                           "the target that fraction towards it (Polyak)", gt=0, le=1)
+                                "the target that fraction towards it (Polyak)", gt=0, le=1)
     target_every: int = setting(500, "gradient updates between target updates (1 with Polyak)",
-                           gt=0)
+                                gt=0)
     eps_start: float = setting(1.0, "every worker's epsilon at step 0", ge=0, le=1)
     eps_base: float = setting(0.4, "Ape-X: worker i of N ends at eps_base ** (1 + eps_alpha * i / "
-                         "(N - 1))", ge=0, le=1)
+                              "(N - 1))", ge=0, le=1)
     eps_alpha: float = setting(7.0, "Ape-X spread of the final epsilons across workers", ge=0)
     exploration_fraction: float = setting(
         0.5, "fraction of algo.total_steps over which epsilon decays linearly", gt=0, le=1)
