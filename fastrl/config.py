@@ -75,11 +75,15 @@ class AlgoSettings:
 
 
 def _algo_sections() -> list[tuple[str, type, Any]]:
-    """The ``algo.<section>`` fields: each algorithm's own section, and ``replay`` when any
-    algorithm learns from a replay buffer."""
-    sections = [(a.name, a.section) for a in ALGORITHMS.values() if a.section]
-    if any(a.data is DataMode.REPLAY for a in ALGORITHMS.values()):
-        sections.append(("replay", ReplayConfig))
+    """The ``algo.<section>`` fields: each algorithm's own section, and ``replay`` just
+    before the first algorithm that learns from a replay buffer (the order of the saved
+    YAML, and so of the config hash, stays what it was before the plug-ins)."""
+    sections = []
+    for a in ALGORITHMS.values():
+        if a.data is DataMode.REPLAY and ("replay", ReplayConfig) not in sections:
+            sections.append(("replay", ReplayConfig))
+        if a.section:
+            sections.append((a.name, a.section))
     return [(name, cls, field(default_factory=cls)) for name, cls in sections]
 
 
@@ -221,10 +225,14 @@ def field_docs(cls: type = MainConfig, prefix: str = "") -> list[tuple[str, str,
     return rows
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> MainConfig:
+def load_config(path: str | Path | None = None, overrides: list[str] = (), *,
+                saved: bool = False) -> MainConfig:
     """Build a checked :class:`MainConfig` from defaults, an optional YAML file and overrides.
 
-    Raises :class:`ConfigError` naming the offending key and what it accepts.
+    Raises :class:`ConfigError` naming the offending key and what it accepts. ``saved``
+    reads the config a run saved (to evaluate, export or compare with): keys that the run
+    ignored are not refused then, so that a run directory written before a rule against
+    them stays readable.
     """
     bad = [o for o in overrides if "=" not in o]
     if bad:
@@ -240,7 +248,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ma
     except TypeError as e:  # e.g. algo.hidden_sizes.0=32: merging into a list by index
         raise ConfigError(f"cannot apply {' '.join(overrides)}: {e} (give whole lists, "
                           "e.g. algo.hidden_sizes=[32,32])") from None
-    check_values(cfg)
+    check_values(cfg, refuse_ignored=not saved)
     return cfg
 
 
@@ -294,8 +302,9 @@ def _section_type(section: str) -> type | None:
     return node
 
 
-def check_values(cfg: MainConfig) -> None:
-    """Enforce each field's ``gt``/``ge``/``le``/``choices`` metadata and cross-field rules."""
+def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
+    """Enforce each field's ``gt``/``ge``/``le``/``choices`` metadata and cross-field rules;
+    with ``refuse_ignored``, refuse settings the rest of the config would ignore too."""
     for prefix, section in _sections(cfg):
         for f in fields(section):
             value = getattr(section, f.name)
@@ -324,7 +333,8 @@ def check_values(cfg: MainConfig) -> None:
         _check_replay_fits_the_run(cfg)
     if algo.check_config:
         algo.check_config(cfg)
-    _check_no_knob_is_ignored(cfg)
+    if refuse_ignored:
+        _check_no_knob_is_ignored(cfg)
 
 
 def _check_replay_fits_the_run(cfg: MainConfig) -> None:

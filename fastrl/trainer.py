@@ -161,7 +161,7 @@ class Trainer:
         config, plan = trainer.config, trainer.plan
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
                         param_shapes(plan.policy()), config.algo.name, replay_shape(config))
-        trained_with = load_config(ckpt.path / "config.yaml")
+        trained_with = load_config(ckpt.path / "config.yaml", saved=True)
         changes = config_changes(trained_with, config)
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "
                      f"{ckpt.global_step:,}; config changes: "

@@ -36,7 +36,7 @@ def load_policy(path: Checkpoint | Path | str, env: Any = None,
     policy that ``algo.policy`` does not name. Its spaces must be those it trained on.
     """
     ckpt = path if isinstance(path, Checkpoint) else find_checkpoint(path)
-    cfg = load_config(ckpt.path / "config.yaml")
+    cfg = load_config(ckpt.path / "config.yaml", saved=True)
     plan = plan_run(cfg, env, policy)
     check_resumable(ckpt, cfg.env.id, plan.obs_space, plan.act_space,
                     param_shapes(plan.policy()), cfg.algo.name, ckpt.manifest.get("replay"))

@@ -106,13 +106,24 @@ def _terminate_on_request(ring: Ring) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+#: Modules whose classes parked states (worker-<i>.pkl) name, by their former path: a
+#: checkpoint written before they moved still resumes.
+MOVED_MODULES = {"fastrl.rollout.envs": "fastrl.envs.source",
+                 "fastrl.rollout.actors": "fastrl.models.actors"}
+
+
+class _ParkedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
 def load_parked(path: str | None) -> dict | None:
     """The worker state a parked file holds (our own checkpoint, its checksum verified), or
     None for no file."""
     if path is None:
         return None
     with open(path, "rb") as f:
-        return pickle.load(f)
+        return _ParkedUnpickler(f).load()
 
 
 def weights_needed(plan: RunPlan, seq: int) -> int:

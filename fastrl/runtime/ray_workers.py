@@ -410,14 +410,15 @@ class RayRuntime(LocalRuntime):
         run.children.track(f"worker {i}", handle)
 
     def check_children(self, run: RunState) -> None:
-        """As ``local``, after the relay thread's health; log the actors that started."""
+        """As ``local``, after the relay thread's health, once the actors that started are
+        logged."""
         if self.workers.failure is not None:
             raise ChildFailed(f"the Ray relay thread failed: {self.workers.failure!r}\n"
                               f"{describe_latest(run.run_dir)}")
-        super().check_children(run)
         for actor in self.workers.take_started():
             run.events.logger.event(run.events.step, f"worker {actor.worker_id} started on "
                                     f"{actor.node} (Ray actor pid {actor.pid})")
+        super().check_children(run)
 
     def close(self, logger: MetricsLogger, step: int) -> None:
         """End the actors and the relay (its relay writes the rings: before the unlink), and

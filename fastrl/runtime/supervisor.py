@@ -120,6 +120,7 @@ class Supervisor:
                                 lambda: stop.forced)
         timing: dict[str, dict[str, float]] = {}
         t0 = time.monotonic()
+        grace = KILL_WAIT_S  # a crashed run need not wait long
         with stop.handled():  # kept through the cleanup below
             try:
                 memory.create()
@@ -132,6 +133,7 @@ class Supervisor:
                 evals.finish()
                 grace = GRACEFUL_EXIT_S
             except BaseException:
+                stop.in_user_code = False  # (a second signal must not interrupt the cleanup)
                 grace = KILL_WAIT_S
                 raise
             finally:

@@ -1,0 +1,50 @@
+"""The algo section assembled from the plug-ins: its keys, their order (what the saved YAML
+and the config hash depend on), and the refusal of sections the algorithm ignores."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+
+from fastrl.algos.registry import ALGORITHMS
+from fastrl.config import AlgoConfig, ConfigError, MainConfig, config_hash, load_config, to_yaml
+
+#: The default config's hash before the algorithms became plug-ins: a run resumed, exported
+#: or evaluated across the change records the same hash for the same config.
+HASH_BEFORE_PLUGINS = "d99b3b0e"
+
+
+def test_plugin_sections_keep_their_order_and_the_default_hash():
+    sections = [f.name for f in fields(AlgoConfig) if f.name in
+                {"appo", "replay", "dqn", "sac"} | set(ALGORITHMS)]
+    assert sections == ["appo", "replay", "dqn", "sac"]
+    assert config_hash(MainConfig()).startswith(HASH_BEFORE_PLUGINS)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_loads_with_its_defaults_and_round_trips(name, tmp_path):
+    overrides = [f"algo.name={name}"]
+    if name in ("dqn", "sac"):
+        overrides.append("algo.replay.learning_starts=1000")
+    if name == "sac":
+        overrides.append("env.id=Pendulum-v1")
+    cfg = load_config(None, overrides)
+    assert cfg.algo.algorithm is ALGORITHMS[name]
+    path = tmp_path / "config.yaml"
+    path.write_text(to_yaml(cfg))
+    assert load_config(path) == cfg
+
+
+def test_a_section_the_algorithm_ignores_is_refused_but_a_saved_one_still_reads(tmp_path):
+    overrides = ["algo.name=ppo", "algo.dqn.double=false"]
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    assert "'algo.dqn'" in str(err.value) and "algo.name=dqn, not ppo" in str(err.value)
+    saved = MainConfig()
+    saved.algo.dqn.double = False  # as a run written before the rule saved it
+    path = tmp_path / "config.yaml"
+    path.write_text(to_yaml(saved))
+    assert load_config(path, saved=True).algo.dqn.double is False
+    with pytest.raises(ConfigError):
+        load_config(path)
