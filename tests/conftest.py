@@ -28,7 +28,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join(  # ...and for spawned / subprocess c
     p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p
 )
 
-from helpers import STRAIGHT, TINY, ours_in_shm, run_train  # noqa: E402 - tests/ on the path
+from helpers import (  # noqa: E402 - tests/ on the path
+    STRAIGHT,
+    TINY,
+    ours_in_shm,
+    shm_left,
+    train_main,
+)
 
 from fastrl.memory.segments import leftover_segments  # noqa: E402
 
@@ -104,10 +110,11 @@ def pytest_runtest_call(item):
 # --- /dev/shm and launched runs -------------------------------------------------------------
 @pytest.fixture
 def no_shm_residue():
-    """Fail the test if it leaves anything of ours in /dev/shm."""
-    before = ours_in_shm()
+    """Fail the test if it leaves anything of ours in /dev/shm (what live processes outside
+    this session hold is theirs)."""
+    before, since = ours_in_shm(), time.time()
     yield
-    left = ours_in_shm() - before
+    left = shm_left(before, since)  # (not what concurrent test sessions on the machine hold)
     assert not left, f"left in /dev/shm: {sorted(left)}"
 
 
@@ -174,7 +181,7 @@ def checkpointed_run(tmp_path_factory) -> Path:
     from fastrl.config import load_config
 
     tmp = tmp_path_factory.mktemp("checkpointed")
-    before, threads = ours_in_shm(), torch.get_num_threads()
+    before, since, threads = ours_in_shm(), time.time(), torch.get_num_threads()
     torch.set_num_threads(1)  # a loaded 2-core machine: two threads make updates slower
     try:
         result = Trainer(load_config(None, [
@@ -183,7 +190,7 @@ def checkpointed_run(tmp_path_factory) -> Path:
             f"log.run_dir={tmp}"])).fit()
     finally:
         torch.set_num_threads(threads)
-    assert ours_in_shm() <= before, "the run left shared memory behind"
+    assert not shm_left(before, since), "the run left shared memory behind"
     assert result.global_step == 1536
     return result.run_dir
 
@@ -211,8 +218,8 @@ def straight_run(tmp_path_factory):
     def get(workers: int) -> Path:
         if workers not in made:
             tmp = tmp_path_factory.mktemp(f"straight-{workers}")
-            proc = run_train([*TINY, f"infra.num_workers={workers}", *STRAIGHT,
-                              "log.run_name=straight"], tmp)
+            proc = train_main([*TINY, f"infra.num_workers={workers}", *STRAIGHT,
+                               "log.run_name=straight"], tmp)
             assert proc.returncode == 0, proc.stderr
             made[workers] = tmp / "straight"
         return made[workers]

@@ -7,6 +7,8 @@ this process and of every child); no test module imports another test module."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -40,8 +42,9 @@ QUICK_DQN = ["algo.name=dqn", "algo.replay.capacity=2048", "algo.replay.batch_si
 # Uninterrupted runs that stop-and-resume runs are compared with, bit for bit (fixed seed,
 # max_policy_lag=0: the same slots and weights versions reach the learner whatever stops it);
 # conftest.straight_run makes them.
-STRAIGHT = ["algo.total_steps=12288", "seed=7", "log.eval_every_steps=4096",
-            "log.checkpoint_every_steps=2048", "infra.check_slots=true"]
+STRAIGHT_STEPS = 8192
+STRAIGHT = [f"algo.total_steps={STRAIGHT_STEPS}", "seed=7", "log.eval_every_steps=4096",
+            "log.checkpoint_every_steps=1024", "infra.check_slots=true"]
 # The Ray runtime.
 RAY = ["infra.runtime=ray"]
 
@@ -58,10 +61,75 @@ def ours_in_shm() -> set[str]:
     return set(leftover_segments()) | {n for n in os.listdir("/dev/shm") if n.startswith("sem.mp-")}
 
 
+def others_in_shm(names: set[str], since: float) -> set[str]:
+    """Of ``names`` (in /dev/shm), those that runs outside this test process and its children
+    hold: the segments of a live supervisor that is not ours (fastrl names them
+    fastrl_<pid>_...), and what else a live process that is not ours maps. Other test runs on
+    the machine create and free theirs while a test of ours runs. Orphans started after
+    ``since`` (a time.time()) count as ours: a child that outlived its parent."""
+    ours = {os.getpid()} | {p.pid for p in psutil.Process().children(recursive=True)}
+    for p in psutil.process_iter(["ppid", "create_time"]):
+        if p.info["ppid"] == 1 and (p.info["create_time"] or 0) >= since:
+            ours.add(p.pid)
+    others, unnamed = set(), set()
+    for name in names:
+        parts = name.split("_")
+        if name.startswith("fastrl_") and len(parts) > 2 and parts[1].isdigit():
+            pid = int(parts[1])  # the supervisor that made it
+            if pid not in ours and psutil.pid_exists(pid):
+                others.add(name)
+        else:
+            unnamed.add(name)
+    if unnamed:
+        for pid in psutil.pids():
+            if pid in ours:
+                continue
+            try:
+                maps = Path(f"/proc/{pid}/maps").read_text()
+            except OSError:  # gone, or not ours to read
+                continue
+            others |= {name for name in unnamed if f"/dev/shm/{name}" in maps}
+    return others
+
+
+def shm_left(before: set[str], since: float, grace_s: float = 3.0) -> set[str]:
+    """What this test process and its children left in /dev/shm since ``before`` was taken
+    (at ``since``): new names that no concurrent run holds and that are still there after
+    ``grace_s`` (a resource tracker unlinks what a killed process left a moment later)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = ours_in_shm() - before
+        left -= others_in_shm(left, since)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
 def run_train(args: list[str], tmp_path: Path, timeout: float = 180, **kw):
     """``python -m fastrl.train`` in a subprocess with its run dir under ``tmp_path``."""
     cmd = [sys.executable, "-m", "fastrl.train", *args, f"log.run_dir={tmp_path}"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def train_main(args: list[str], tmp_path: Path, capfd=None) -> subprocess.CompletedProcess:
+    """``python -m fastrl.train`` run in this process (fastrl.train.main: the same exit
+    status, stdout and stderr), with its run dir under ``tmp_path``: no interpreter to start
+    and no torch to import for the supervisor. With pytest's ``capfd`` the children's output
+    is in stderr too; without, only the supervisor's. Tests that signal the supervisor
+    itself run it as a process instead (``launch``)."""
+    from fastrl.train import main
+
+    argv = [*args, f"log.run_dir={tmp_path}"]
+    if capfd is not None:
+        capfd.readouterr()  # what came before is not this run's
+        code = main(argv)
+        out, err = capfd.readouterr()
+    else:
+        with contextlib.redirect_stdout(io.StringIO()) as out_, \
+                contextlib.redirect_stderr(io.StringIO()) as err_:
+            code = main(argv)
+        out, err = out_.getvalue(), err_.getvalue()
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def run_dir_of(tmp_path: Path) -> Path:

@@ -16,8 +16,8 @@ from helpers import (
     TINY,
     last_json,
     run_dir_of,
-    run_train,
     tb,
+    train_main,
     updates_after_restart,
     wait_training,
 )
@@ -50,13 +50,14 @@ def test_killed_worker_is_restarted_and_training_goes_on(launch, tmp_path):
     assert updates_after_restart(run) >= 10
 
 
-def test_hung_worker_is_detected_within_the_timeout_and_restarted(tmp_path, no_shm_residue):
+def test_hung_worker_is_detected_within_the_timeout_and_restarted(tmp_path, no_shm_residue,
+                                                                  capfd):
     # The first env to reach step 300 hangs in step(); the restarted worker's envs do not.
     marker = tmp_path / "stuck"
-    proc = run_train([*TINY, "env.id=scripted_envs:Hang-v0", f"env.kwargs.hang_marker={marker}",
-                      "env.kwargs.hang_once=true", "infra.worker_timeout_s=3",
-                      "algo.total_steps=4096", "log.eval_max_steps=200",
-                      "log.metrics_every_s=0"], tmp_path)
+    proc = train_main([*TINY, "env.id=scripted_envs:Hang-v0", f"env.kwargs.hang_marker={marker}",
+                       "env.kwargs.hang_once=true", "infra.worker_timeout_s=3",
+                       "algo.total_steps=4096", "log.eval_max_steps=200",
+                       "log.metrics_every_s=0"], tmp_path, capfd)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists(), "no env hung: not a mid-run hang"
     found = re.search(r"restart 1: worker (\d) \(pid \d+\) has not made progress for (\d+) s "
@@ -70,10 +71,10 @@ def test_hung_worker_is_detected_within_the_timeout_and_restarted(tmp_path, no_s
     assert updates_after_restart(run_dir_of(tmp_path)) >= 10
 
 
-def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residue):
+def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residue, capfd):
     # Faulty-v0 raises at each env's 300th step, in every incarnation of the worker.
-    proc = run_train([*TINY, "env.id=scripted_envs:Faulty-v0", "infra.max_restarts=2",
-                      *ENDLESS], tmp_path)
+    proc = train_main([*TINY, "env.id=scripted_envs:Faulty-v0", "infra.max_restarts=2",
+                       *ENDLESS], tmp_path, capfd)
     assert proc.returncode == 1, proc.stderr
     err = proc.stderr
     assert "run failed: 3 worker failures within 300 s (infra.max_restarts=2)" in err, err
@@ -88,10 +89,11 @@ def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residu
     assert len(list((run / "errors").glob("worker-*.failure-*.txt"))) >= 3
 
 
-def test_env_that_breaks_its_contract_is_not_restarted(tmp_path, no_shm_residue):
+def test_env_that_breaks_its_contract_is_not_restarted(tmp_path, no_shm_residue, capfd):
     # LateWrongShape-v0 passes the check before the start, then returns observations of the
     # wrong shape from its step 100: no restart can fix that.
-    proc = run_train([*TINY, "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path)
+    proc = train_main([*TINY, "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path,
+                      capfd)
     assert proc.returncode == 1
     assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
     assert "EnvContractError: env 'scripted_envs:LateWrongShape-v0' broke the env contract " \
@@ -100,12 +102,13 @@ def test_env_that_breaks_its_contract_is_not_restarted(tmp_path, no_shm_residue)
 
 
 def test_run_on_an_env_that_breaks_the_contract_later_stops_naming_env_and_field(
-        tmp_path, no_shm_residue):
+        tmp_path, no_shm_residue, capfd):
     # LateNaNReward-v0 returns NaN rewards from its 100th step on: past the up-front check
     # (64 steps). One worker: the fewest processes to start.
     env_id = "scripted_envs:LateNaNReward-v0"
     check_env(EnvSource(env_id, {}), 7)
-    proc = run_train([*TINY, "infra.num_workers=1", f"env.id={env_id}", *ENDLESS], tmp_path)
+    proc = train_main([*TINY, "infra.num_workers=1", f"env.id={env_id}", *ENDLESS], tmp_path,
+                      capfd)
     assert proc.returncode == 1, proc.stderr
     assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
     assert f"stepping env '{env_id}'" in proc.stderr

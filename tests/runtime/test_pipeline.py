@@ -18,10 +18,11 @@ from helpers import (
     last_json,
     ours_in_shm,
     run_dir_of,
-    run_train,
     same_weights,
+    shm_left,
     spawned_children,
     tb_accumulator,
+    train_main,
     wait_file,
     wait_training,
 )
@@ -36,14 +37,15 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """``(summary, run dir)`` of a finished 4096-step run (an evaluation every 2048 steps);
-    the run left nothing in /dev/shm. Tests read it; none may change it."""
+    """``(summary, run dir)`` of a finished 4096-step run of ``python -m fastrl.train`` (an
+    evaluation every 2048 steps); the run left nothing in /dev/shm. Tests read it; none may
+    change it."""
     tmp = tmp_path_factory.mktemp("finished")
-    before = ours_in_shm()
-    proc = run_train([*TINY, "algo.total_steps=4096", "log.eval_every_steps=2048", "seed=3"],
-                     tmp)
+    before, since = ours_in_shm(), time.time()
+    proc = train_main([*TINY, "algo.total_steps=4096", "log.eval_every_steps=2048", "seed=3"],
+                      tmp)
     assert proc.returncode == 0, proc.stderr
-    assert not ours_in_shm() - before, "the run left shared memory behind"
+    assert not shm_left(before, since), "the run left shared memory behind"
     return last_json(proc.stdout), run_dir_of(tmp)
 
 
@@ -147,18 +149,19 @@ def test_ctrl_c_to_the_process_group_during_startup_is_a_clean_stop(launch, tmp_
     assert last_json(out)["stopped_by_signal"] is True
 
 
-def test_hung_learner_is_reported_and_the_run_ends(tmp_path, no_shm_residue):
+def test_hung_learner_is_reported_and_the_run_ends(tmp_path, no_shm_residue, capfd):
     # The learner's evaluation env hangs at its step 300; workers never get that far.
-    proc = run_train([*TINY, "env.id=scripted_envs:Hang-v0", "log.eval_every_steps=64",
-                      "infra.learner_timeout_s=3", "infra.worker_timeout_s=600"], tmp_path)
+    proc = train_main([*TINY, "env.id=scripted_envs:Hang-v0", "log.eval_every_steps=64",
+                       "infra.learner_timeout_s=3", "infra.worker_timeout_s=600"], tmp_path,
+                      capfd)
     assert proc.returncode == 1
     assert "learner (pid" in proc.stderr and "learner_timeout_s=3" in proc.stderr
 
 
 def test_workers_run_ahead_within_max_policy_lag(tmp_path, no_shm_residue):
     # A slow learner (many epochs) and room in the rings: workers must run ahead, by <= 2.
-    proc = run_train([*TINY, "algo.total_steps=4096", "infra.max_policy_lag=2",
-                      "infra.ring_slots=3", "algo.update_epochs=30"], tmp_path)
+    proc = train_main([*TINY, "algo.total_steps=4096", "infra.max_policy_lag=2",
+                       "infra.ring_slots=3", "algo.update_epochs=30"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     lags = [e.value for e in tb_accumulator(run_dir_of(tmp_path)).Scalars("train/policy_lag")]
     assert 1 <= max(lags) <= 2
@@ -168,9 +171,9 @@ def test_appo_workers_never_wait_for_weights_and_lag_stays_within_the_bound(tmp_
                                                                          no_shm_residue):
     # A slow learner: APPO workers keep collecting with old weights (PPO's would wait), so
     # slots lag; those past the bound are dropped, the rest are trained on.
-    proc = run_train([*TINY, "algo.name=appo", "algo.total_steps=4096",
-                      "infra.max_policy_lag=1", "infra.ring_slots=3", "algo.update_epochs=30",
-                      "log.metrics_every_s=0"], tmp_path)
+    proc = train_main([*TINY, "algo.name=appo", "algo.total_steps=4096",
+                       "infra.max_policy_lag=1", "infra.ring_slots=3", "algo.update_epochs=30",
+                       "log.metrics_every_s=0"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     acc = tb_accumulator(run_dir_of(tmp_path), histograms=0)
     lags = [e.value for e in acc.Scalars("train/policy_lag")]
@@ -180,9 +183,10 @@ def test_appo_workers_never_wait_for_weights_and_lag_stays_within_the_bound(tmp_
     assert hist and max(h.histogram_value.max for h in hist) == 1
 
 
-def test_too_little_shared_memory_is_refused_before_allocating(tmp_path, no_shm_residue):
-    proc = run_train([*TINY, "infra.rollout_len=1000000", "infra.envs_per_worker=100000",
-                      "algo.num_minibatches=1"], tmp_path)
+def test_too_little_shared_memory_is_refused_before_allocating(tmp_path, no_shm_residue,
+                                                               capfd):
+    proc = train_main([*TINY, "infra.rollout_len=1000000", "infra.envs_per_worker=100000",
+                       "algo.num_minibatches=1"], tmp_path, capfd)
     assert proc.returncode == 1
     assert "bytes of shared memory" in proc.stderr and "infra.ring_slots" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -204,37 +208,49 @@ def test_killed_supervisor_leaves_no_orphans_or_segments(launch, tmp_path):
 def test_same_seed_same_weights_and_runs_never_overwrite(tmp_path):
     args = [*TINY, "algo.total_steps=1024", "seed=5"]
     for _ in range(2):
-        proc = run_train(args, tmp_path)
+        proc = train_main(args, tmp_path)
         assert proc.returncode == 0, proc.stderr
     runs = sorted(p for p in tmp_path.iterdir() if p.is_dir())
     assert len(runs) == 2, "the second run reused the first run's directory"
     assert same_weights(*runs), "same seed gave different weights"
-    proc = run_train([*args, f"log.run_name={runs[0].name}"], tmp_path)
+    proc = train_main([*args, f"log.run_name={runs[0].name}"], tmp_path)
     assert proc.returncode == 2 and "already exists" in proc.stderr
 
 
-def test_continuous_actions_train_through_the_pipeline(tmp_path, no_shm_residue):
-    proc = run_train([*TINY, "env.id=Pendulum-v1", "algo.total_steps=1024",
-                      "algo.target_return=null"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    summary = last_json(proc.stdout)
-    assert summary["global_step"] == 1024 and summary["eval"]["length_mean"] == 200
-
-
-def test_trainer_runs_from_a_non_main_thread(tmp_path, no_shm_residue):
-    cfg = load_config(None, [*TINY, "algo.total_steps=512", f"log.run_dir={tmp_path}"])
+@pytest.fixture(scope="module")
+def from_a_thread(tmp_path_factory):
+    """What ``Trainer.fit`` of a continuous-action (Pendulum-v1) run, called from a thread
+    that is not the main one, returned and raised: ``(results, errors)``. Tests read it."""
+    tmp = tmp_path_factory.mktemp("thread")
+    before, since = ours_in_shm(), time.time()
+    cfg = load_config(None, [*TINY, "env.id=Pendulum-v1", "algo.total_steps=1024",
+                             "algo.target_return=null", f"log.run_dir={tmp}"])
     results, errors = [], []
 
     def fit():
         try:
             results.append(Trainer(cfg).fit())
-        except BaseException as e:  # reported below
+        except BaseException as e:  # reported by the tests
             errors.append(e)
 
     thread = threading.Thread(target=fit)
     thread.start()
     thread.join(120)
-    assert not errors and results and results[0].global_step == 512
+    assert not thread.is_alive(), "fit() did not return within 120 s"
+    assert not shm_left(before, since), "the run left shared memory behind"
+    return results, errors
+
+
+def test_continuous_actions_train_through_the_pipeline(from_a_thread):
+    results, errors = from_a_thread
+    assert results, errors
+    (result,) = results
+    assert result.global_step == 1024 and result.eval["length_mean"] == 200
+
+
+def test_trainer_runs_from_a_non_main_thread(from_a_thread):
+    results, errors = from_a_thread
+    assert not errors and results and results[0].global_step == 1024
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

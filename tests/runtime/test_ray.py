@@ -19,6 +19,7 @@ from helpers import (
     ENDLESS,
     RAY,
     STRAIGHT,
+    STRAIGHT_STEPS,
     TINY,
     all_gone,
     last_json,
@@ -26,6 +27,7 @@ from helpers import (
     run_dir_of,
     run_train,
     same_weights,
+    train_main,
     updates_after_restart,
     wait_updates,
 )
@@ -104,13 +106,14 @@ def test_killed_actor_is_restarted_and_training_goes_on(ray_address, launch, tmp
 
 
 def test_hung_actor_is_detected_within_the_timeout_and_restarted(ray_address, tmp_path,
-                                                                 no_shm_residue):
+                                                                 no_shm_residue, capfd):
     # The first env to reach step 300 hangs in step(); the restarted actor's envs do not.
+    # (In this process: fastrl uses the module's connection to its Ray.)
     marker = tmp_path / "stuck"
-    proc = run_train([*TINY, *RAY, f"infra.ray_address={ray_address}",
-                      "env.id=scripted_envs:Hang-v0", f"env.kwargs.hang_marker={marker}",
-                      "env.kwargs.hang_once=true", "infra.worker_timeout_s=3",
-                      "algo.total_steps=4096", "log.eval_max_steps=200"], tmp_path)
+    proc = train_main([*TINY, *RAY, f"infra.ray_address={ray_address}",
+                       "env.id=scripted_envs:Hang-v0", f"env.kwargs.hang_marker={marker}",
+                       "env.kwargs.hang_once=true", "infra.worker_timeout_s=3",
+                       "algo.total_steps=4096", "log.eval_max_steps=200"], tmp_path, capfd)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists(), "no env hung: not a mid-run hang"
     assert "restart 1: worker" in proc.stderr and "has not made progress for" in proc.stderr \
@@ -120,10 +123,10 @@ def test_hung_actor_is_detected_within_the_timeout_and_restarted(ray_address, tm
 
 
 def test_actor_whose_env_always_raises_stops_the_run_after_max_restarts(ray_address, tmp_path,
-                                                                       no_shm_residue):
-    proc = run_train([*TINY, *RAY, f"infra.ray_address={ray_address}",
-                      "env.id=scripted_envs:Faulty-v0", "infra.max_restarts=2", *ENDLESS],
-                     tmp_path)
+                                                                       no_shm_residue, capfd):
+    proc = train_main([*TINY, *RAY, f"infra.ray_address={ray_address}",
+                       "env.id=scripted_envs:Faulty-v0", "infra.max_restarts=2", *ENDLESS],
+                      tmp_path, capfd)
     assert proc.returncode == 1, proc.stderr
     err = proc.stderr
     assert "run failed: 3 worker failures within 300 s (infra.max_restarts=2)" in err, err
@@ -136,9 +139,9 @@ def test_actor_whose_env_always_raises_stops_the_run_after_max_restarts(ray_addr
 
 
 def test_actor_whose_env_breaks_its_contract_is_not_restarted(ray_address, tmp_path,
-                                                              no_shm_residue):
-    proc = run_train([*TINY, *RAY, f"infra.ray_address={ray_address}",
-                      "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path)
+                                                              no_shm_residue, capfd):
+    proc = train_main([*TINY, *RAY, f"infra.ray_address={ray_address}",
+                       "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path, capfd)
     assert proc.returncode == 1
     assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
     assert "EnvContractError: env 'scripted_envs:LateWrongShape-v0' broke the env contract" \
@@ -170,12 +173,14 @@ def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, no_shm_residue):
 # --- fastrl's own local Ray -------------------------------------------------------------------
 
 def test_ray_trains_bit_identically_to_local_through_a_stop_and_resume(launch, tmp_path,
-                                                                      straight_run):
+                                                                      straight_run,
+                                                                      ray_address):
     # Fixed seed, max_policy_lag=0: the same slots and the same weights versions reach the
     # learner whichever runtime collects them. "Train to S locally" equals "train on a
     # local Ray that fastrl starts, SIGTERM to its whole process group (as a service manager
-    # stops it: Ray's daemons get it too) at a random moment, --resume on Ray, train to S"
-    # parameter for parameter; every Ray process fastrl started is gone after each run.
+    # stops it: Ray's daemons get it too) at a random moment, --resume on Ray (the module's,
+    # already started), train to S" parameter for parameter; every Ray process fastrl
+    # started is gone after the run.
     local = straight_run(2)  # TINY + STRAIGHT, uninterrupted, on the local runtime
     interrupted = launch([*STRAIGHT, *RAY, "log.run_name=ray"])
     run = tmp_path / "ray"
@@ -191,13 +196,13 @@ def test_ray_trains_bit_identically_to_local_through_a_stop_and_resume(launch, t
     out, err = interrupted.communicate(timeout=90)
     assert interrupted.returncode == 0, err
     stopped = last_json(out)
-    assert stopped["stopped_by_signal"] and 0 < stopped["global_step"] < 12288, stopped
+    assert stopped["stopped_by_signal"] and 0 < stopped["global_step"] < STRAIGHT_STEPS, stopped
     ckpt, _ = latest_valid(run)
     assert ckpt.global_step == stopped["global_step"]
     assert ckpt.file("worker-0.pkl") is not None, "the actors' states were not parked"
     assert all_gone(ray_procs, timeout=30), "Ray processes outlived the run"
 
-    resumed = launch([], tiny=False, resume=run)
+    resumed = launch([f"infra.ray_address={ray_address}"], tiny=False, resume=run)
     out, err = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, err
     assert f"at global step {stopped['global_step']:,}" in err

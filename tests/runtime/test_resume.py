@@ -11,12 +11,13 @@ import time
 import pytest
 from helpers import (
     STRAIGHT,
+    STRAIGHT_STEPS,
     TINY,
     last_json,
     run_dir_of,
-    run_train,
     same_weights,
     tb,
+    train_main,
     wait_training,
 )
 
@@ -77,7 +78,7 @@ def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, 
     out, err = interrupted.communicate(timeout=60)
     assert interrupted.returncode == 0, err
     stop_step = last_json(out)["global_step"]
-    assert 0 < stop_step < 12288, "the stop came too late to test anything"
+    assert 0 < stop_step < STRAIGHT_STEPS, "the stop came too late to test anything"
     resumed = launch([], tiny=False, resume=run)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
@@ -85,14 +86,15 @@ def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, 
     assert same_weights(straight, run), "resumed weights differ"
 
 
-def test_resume_refuses_a_different_env_or_network_and_skips_corrupt_checkpoints(tmp_path):
-    proc = run_train([*TINY, "algo.total_steps=1024", "log.checkpoint_every_steps=256",
-                      "log.run_name=r"], tmp_path)
+def test_resume_refuses_a_different_env_or_network_and_skips_corrupt_checkpoints(tmp_path,
+                                                                                  capfd):
+    proc = train_main([*TINY, "algo.total_steps=1024", "log.checkpoint_every_steps=256",
+                       "log.run_name=r"], tmp_path, capfd)
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "r"
 
     def resume(*overrides):
-        return run_train(["--resume", str(run), *overrides], tmp_path)
+        return train_main(["--resume", str(run), *overrides], tmp_path, capfd)
 
     bad = resume("env.id=Acrobot-v1")
     assert bad.returncode == 2 and "it trained env.id='CartPole-v1'" in bad.stderr
