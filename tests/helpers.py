@@ -33,6 +33,8 @@ TINY = [
 ]
 # A run that only a signal, a failure or close() ends.
 ENDLESS = ["algo.total_steps=100000000", "algo.target_return=null"]
+# One worker: one process fewer to start, where a test needs no second worker.
+ONE_WORKER = ["infra.num_workers=1"]
 # One worker, a small net (user policies through workers).
 QUICK = ["infra.num_workers=1", "infra.envs_per_worker=2", "infra.rollout_len=16",
          "algo.num_minibatches=2", "algo.update_epochs=1", "log.eval_episodes=2",
@@ -130,6 +132,12 @@ def train_main(args: list[str], tmp_path: Path, capfd=None) -> subprocess.Comple
             code = main(argv)
         out, err = out_.getvalue(), err_.getvalue()
     return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def resume_main(run_dir: Path, overrides: list[str], capfd=None) -> subprocess.CompletedProcess:
+    """``python -m fastrl.train --resume RUN_DIR overrides`` in this process (as
+    :func:`train_main`; the run's own log.run_dir, the parent of ``run_dir``, given again)."""
+    return train_main(["--resume", str(run_dir), *overrides], Path(run_dir).parent, capfd)
 
 
 def run_dir_of(tmp_path: Path) -> Path:

@@ -78,6 +78,16 @@ def test_plot_is_written_when_matplotlib_is_there(tmp_path):
         assert made and (tmp_path / "p.png").stat().st_size > 1000
 
 
+def test_help_documents_every_option(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    out = capsys.readouterr().out
+    for opt in ("--scenario", "--env", "--heavy-us", "--workers", "--envs-per-worker",
+                "--rollout-len", "--duration", "--warmup", "--repeats", "--peers", "--pin",
+                "--out", "--no-plot", "--replay-capacity", "--replay-frames"):
+        assert opt in out
+
+
 def test_new_scenarios_are_accepted_and_listed_in_the_help(monkeypatch, capsys):
     names = ["train", "train-appo", "learner", "learner-appo"]
     assert parse_args(["--scenario", ",".join(names)]).scenario == names

@@ -1,5 +1,6 @@
-"""python -m fastrl.bench as a command: its help, a failing measurement as a row, a short run
-of every scenario and peer with its report, and the learner scenario with staging on and off."""
+"""python -m fastrl.bench as a command: a failing measurement as a row, a short run of every
+scenario and peer with its report, and the learner scenario with staging on and off. (Its
+options and help: tests/bench/test_bench.py.)"""
 
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ import sys
 
 import pytest
 import torch
-
-
-def test_help_documents_every_option():
-    out = subprocess.run([sys.executable, "-m", "fastrl.bench", "--help"], capture_output=True,
-                         text=True, timeout=60).stdout
-    for opt in ("--scenario", "--env", "--heavy-us", "--workers", "--envs-per-worker",
-                "--rollout-len", "--duration", "--warmup", "--repeats", "--peers", "--pin",
-                "--out", "--no-plot", "--replay-capacity", "--replay-frames"):
-        assert opt in out
 
 
 @pytest.mark.timeout(300)
@@ -32,13 +24,14 @@ def test_a_failing_measurement_is_a_row_not_a_traceback(tmp_path, no_shm_residue
     assert len(notes) == 2 and all(n.startswith("failed: EnvError") for n in notes)
 
 
+@pytest.mark.slow  # every scenario and peer: a Ray of its own, process pools, numba kernels
 @pytest.mark.timeout(600)
 def test_every_scenario_and_peer_runs_and_writes_the_report(tmp_path, no_shm_residue):
     proc = subprocess.run(
         [sys.executable, "-m", "fastrl.bench", "--scenario",
          "collect,collect-policy,train,collect-ray,replay",
-         "--workers", "1", "--envs-per-worker", "2", "--rollout-len", "8", "--duration", "0.5",
-         "--warmup", "0.2", "--repeats", "1", "--out", str(tmp_path), "--pin",
+         "--workers", "1", "--envs-per-worker", "2", "--rollout-len", "8", "--duration", "0.25",
+         "--warmup", "0.1", "--repeats", "1", "--out", str(tmp_path), "--pin",
          "--replay-capacity", "5000", "--replay-frames", "500"],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -96,4 +89,3 @@ def test_learner_scenario_measures_staging_on_and_off(tmp_path, no_shm_residue):
         assert on["note"].startswith("HostStager on cpu")
     assert off["note"].startswith("SyncStager")
     assert "fastrl learner" in proc.stdout and "on/off" in proc.stdout
-

@@ -1,32 +1,40 @@
-"""python -m fastrl.train as a process: --help lists every key with its doc; a bad config is
-one line without a traceback, exit status 2."""
+"""python -m fastrl.train as a command: --help lists every key with its doc; a bad config is
+one line without a traceback, exit status 2 (in this process through fastrl.train.main, and
+once as a process of its own)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from helpers import run_train
+from helpers import run_train, train_main
 
 from fastrl.config import field_docs
+from fastrl.train import main
+
+BAD = [["infra.num_workers=0"], ["algo.nope=1"], ["missing.yaml"], ["env.id=NoSuchEnv-v9"],
+       ["env.id=nosuchmodule:Env-v0"], ["env.kwargs.nope=1"]]
 
 
-def test_help_lists_every_key_with_its_doc():
-    proc = subprocess.run([sys.executable, "-m", "fastrl.train", "--help"], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0
+def test_help_lists_every_key_with_its_doc(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
     for key, _, _, doc in field_docs():
-        assert key in proc.stdout and doc.split()[0] in proc.stdout
+        assert key in out and doc.split()[0] in out
 
 
-@pytest.mark.parametrize("args", [["infra.num_workers=0"], ["algo.nope=1"],
-                                  ["missing.yaml"], ["env.id=NoSuchEnv-v9"],
-                                  ["env.id=nosuchmodule:Env-v0"], ["env.kwargs.nope=1"]])
-def test_cli_bad_config_is_one_line_no_traceback(args, tmp_path, no_shm_residue):
-    proc = run_train(args, tmp_path, timeout=120)
+def assert_one_line_error(proc) -> None:
+    """Exit status 2 and one line on stderr, no traceback."""
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fastrl.train: error:"), proc.stderr
 
+
+@pytest.mark.parametrize("args", BAD)
+def test_cli_bad_config_is_one_line_no_traceback(args, tmp_path, no_shm_residue, capfd):
+    assert_one_line_error(train_main(args, tmp_path, capfd))
+
+
+def test_cli_bad_config_as_a_process_exits_2_with_one_line(tmp_path, no_shm_residue):
+    assert_one_line_error(run_train(BAD[0], tmp_path, timeout=120))

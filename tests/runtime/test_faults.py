@@ -13,8 +13,10 @@ import time
 import pytest
 from helpers import (
     ENDLESS,
+    ONE_WORKER,
     TINY,
     last_json,
+    resume_main,
     run_dir_of,
     tb,
     train_main,
@@ -92,8 +94,8 @@ def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residu
 def test_env_that_breaks_its_contract_is_not_restarted(tmp_path, no_shm_residue, capfd):
     # LateWrongShape-v0 passes the check before the start, then returns observations of the
     # wrong shape from its step 100: no restart can fix that.
-    proc = train_main([*TINY, "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS], tmp_path,
-                      capfd)
+    proc = train_main([*TINY, *ONE_WORKER, "env.id=scripted_envs:LateWrongShape-v0", *ENDLESS],
+                      tmp_path, capfd)
     assert proc.returncode == 1
     assert "not restarted, the env itself is at fault" in proc.stderr, proc.stderr
     assert "EnvContractError: env 'scripted_envs:LateWrongShape-v0' broke the env contract " \
@@ -116,7 +118,8 @@ def test_run_on_an_env_that_breaks_the_contract_later_stops_naming_env_and_field
     assert "Traceback" not in proc.stderr
 
 
-def test_killed_learner_stops_the_run_and_names_the_checkpoint_to_resume(launch, tmp_path):
+def test_killed_learner_stops_the_run_and_names_the_checkpoint_to_resume(launch, tmp_path,
+                                                                         capfd):
     proc = launch([*ENDLESS, "log.checkpoint_every_steps=256"])
     learner = wait_training(proc, tmp_path)[0]
     run = run_dir_of(tmp_path)
@@ -130,8 +133,7 @@ def test_killed_learner_stops_the_run_and_names_the_checkpoint_to_resume(launch,
     ckpt, skipped = latest_valid(run)
     assert not skipped and ckpt.global_step > 0
     assert f"is intact; resume with: python -m fastrl.train --resume {run}" in err
-    resumed = launch([f"algo.total_steps={ckpt.global_step + 512}"], tiny=False, resume=run)
-    out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, err
-    assert last_json(out)["global_step"] == ckpt.global_step + 512
-    assert f"at global step {ckpt.global_step:,}" in err
+    resumed = resume_main(run, [f"algo.total_steps={ckpt.global_step + 512}"], capfd)
+    assert resumed.returncode == 0, resumed.stderr
+    assert last_json(resumed.stdout)["global_step"] == ckpt.global_step + 512
+    assert f"at global step {ckpt.global_step:,}" in resumed.stderr

@@ -8,7 +8,7 @@ import signal
 
 import numpy as np
 import pytest
-from helpers import last_json, run_dir_of, tb, wait_training
+from helpers import last_json, resume_main, run_dir_of, tb, train_main, wait_training
 
 from fastrl.checkpoint import latest_valid
 
@@ -22,12 +22,12 @@ DQN = [*SMALL, "algo.name=dqn", "algo.hidden_sizes=[32,32]", "algo.replay.capaci
        "algo.target_return=null"]
 
 
-def test_dqn_with_per_runs_logs_the_engine_and_resumes_with_its_buffer(launch, tmp_path):
-    proc = launch([*DQN, "algo.total_steps=4096", "algo.replay.prioritized=true",
-                   "algo.replay.n_step=3", "log.eval_every_steps=2048"], tiny=False)
-    out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err
-    assert last_json(out)["global_step"] == 4096
+def test_dqn_with_per_runs_logs_the_engine_and_resumes_with_its_buffer(tmp_path, capfd,
+                                                                        no_shm_residue):
+    proc = train_main([*DQN, "algo.total_steps=4096", "algo.replay.prioritized=true",
+                       "algo.replay.n_step=3", "log.eval_every_steps=2048"], tmp_path, capfd)
+    assert proc.returncode == 0, proc.stderr
+    assert last_json(proc.stdout)["global_step"] == 4096
     run = run_dir_of(tmp_path)
     for tag in ("replay/fill", "replay/sample_age", "replay/samples_per_insert",
                 "train/policy_lag", "loss/q_loss", "episode/return_mean"):
@@ -41,10 +41,9 @@ def test_dqn_with_per_runs_logs_the_engine_and_resumes_with_its_buffer(launch, t
     assert ckpt.global_step == 4096 and ckpt.file("replay.npz") is not None
     saved = dict(np.load(ckpt.file("replay.npz")))
 
-    resumed = launch(["algo.total_steps=6144"], tiny=False, resume=run)
-    out, err = resumed.communicate(timeout=240)
-    assert resumed.returncode == 0, err
-    assert last_json(out)["global_step"] == 6144
+    resumed = resume_main(run, ["algo.total_steps=6144"], capfd)
+    assert resumed.returncode == 0, resumed.stderr
+    assert last_json(resumed.stdout)["global_step"] == 6144
     after, _ = latest_valid(run)
     # the buffer went on from the saved one: its insert counter continued past it
     assert int(np.load(after.file("replay.npz"))["inserted"]) > int(saved["inserted"]) + 1000

@@ -13,6 +13,7 @@ import pytest
 import torch
 from helpers import (
     ENDLESS,
+    ONE_WORKER,
     TINY,
     all_gone,
     last_json,
@@ -151,7 +152,8 @@ def test_ctrl_c_to_the_process_group_during_startup_is_a_clean_stop(launch, tmp_
 
 def test_hung_learner_is_reported_and_the_run_ends(tmp_path, no_shm_residue, capfd):
     # The learner's evaluation env hangs at its step 300; workers never get that far.
-    proc = train_main([*TINY, "env.id=scripted_envs:Hang-v0", "log.eval_every_steps=64",
+    proc = train_main([*TINY, *ONE_WORKER, "env.id=scripted_envs:Hang-v0",
+                       "log.eval_every_steps=64",
                        "infra.learner_timeout_s=3", "infra.worker_timeout_s=600"], tmp_path,
                       capfd)
     assert proc.returncode == 1
@@ -160,7 +162,7 @@ def test_hung_learner_is_reported_and_the_run_ends(tmp_path, no_shm_residue, cap
 
 def test_workers_run_ahead_within_max_policy_lag(tmp_path, no_shm_residue):
     # A slow learner (many epochs) and room in the rings: workers must run ahead, by <= 2.
-    proc = train_main([*TINY, "algo.total_steps=4096", "infra.max_policy_lag=2",
+    proc = train_main([*TINY, "algo.total_steps=1024", "infra.max_policy_lag=2",
                        "infra.ring_slots=3", "algo.update_epochs=30"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     lags = [e.value for e in tb_accumulator(run_dir_of(tmp_path)).Scalars("train/policy_lag")]
@@ -171,7 +173,7 @@ def test_appo_workers_never_wait_for_weights_and_lag_stays_within_the_bound(tmp_
                                                                          no_shm_residue):
     # A slow learner: APPO workers keep collecting with old weights (PPO's would wait), so
     # slots lag; those past the bound are dropped, the rest are trained on.
-    proc = train_main([*TINY, "algo.name=appo", "algo.total_steps=4096",
+    proc = train_main([*TINY, "algo.name=appo", "algo.total_steps=1024",
                        "infra.max_policy_lag=1", "infra.ring_slots=3", "algo.update_epochs=30",
                        "log.metrics_every_s=0"], tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -206,7 +208,7 @@ def test_killed_supervisor_leaves_no_orphans_or_segments(launch, tmp_path):
 
 
 def test_same_seed_same_weights_and_runs_never_overwrite(tmp_path):
-    args = [*TINY, "algo.total_steps=1024", "seed=5"]
+    args = [*TINY, *ONE_WORKER, "algo.total_steps=1024", "seed=5"]
     for _ in range(2):
         proc = train_main(args, tmp_path)
         assert proc.returncode == 0, proc.stderr

@@ -24,6 +24,7 @@ from helpers import (
     all_gone,
     last_json,
     remote_workers,
+    resume_main,
     run_dir_of,
     run_train,
     same_weights,
@@ -86,6 +87,7 @@ def test_asynchronous_and_off_policy_algorithms_run_on_ray(algo, ray_address, tm
     assert not remote_workers(), "worker actors outlived the run"
 
 
+@pytest.mark.slow  # the Ray twin of test_faults.py's
 def test_killed_actor_is_restarted_and_training_goes_on(ray_address, launch, tmp_path):
     # Every slot's CRC checked: an actor SIGKILLed at a random moment, often mid-slot, never
     # hands over torn data; the supervisor starts another, whose slots train to the end.
@@ -105,6 +107,7 @@ def test_killed_actor_is_restarted_and_training_goes_on(ray_address, launch, tmp
     assert updates_after_restart(run_dir_of(tmp_path)) >= 10
 
 
+@pytest.mark.slow  # the Ray twin of test_faults.py's
 def test_hung_actor_is_detected_within_the_timeout_and_restarted(ray_address, tmp_path,
                                                                  no_shm_residue, capfd):
     # The first env to reach step 300 hangs in step(); the restarted actor's envs do not.
@@ -122,6 +125,7 @@ def test_hung_actor_is_detected_within_the_timeout_and_restarted(ray_address, tm
     assert result["global_step"] == 4096 and result["restarts"] == 1
 
 
+@pytest.mark.slow  # the Ray twin of test_faults.py's
 def test_actor_whose_env_always_raises_stops_the_run_after_max_restarts(ray_address, tmp_path,
                                                                        no_shm_residue, capfd):
     proc = train_main([*TINY, *RAY, f"infra.ray_address={ray_address}",
@@ -138,6 +142,7 @@ def test_actor_whose_env_always_raises_stops_the_run_after_max_restarts(ray_addr
     assert f"resume with: python -m fastrl.train --resume {run}" in err
 
 
+@pytest.mark.slow  # the Ray twin of test_faults.py's
 def test_actor_whose_env_breaks_its_contract_is_not_restarted(ray_address, tmp_path,
                                                               no_shm_residue, capfd):
     proc = train_main([*TINY, *RAY, f"infra.ray_address={ray_address}",
@@ -149,6 +154,7 @@ def test_actor_whose_env_breaks_its_contract_is_not_restarted(ray_address, tmp_p
     assert "restart 1" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # a second Ray cluster, of two nodes
 def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, no_shm_residue):
     # Two Ray nodes of one CPU each on this machine (two raylets, two object stores): the
     # placement group puts one worker on each, and the weights reach both through the
@@ -172,14 +178,15 @@ def test_workers_spread_over_the_nodes_of_a_cluster(tmp_path, no_shm_residue):
 
 # --- fastrl's own local Ray -------------------------------------------------------------------
 
+@pytest.mark.slow  # a Ray of its own, started and stopped by fastrl, and a resume
 def test_ray_trains_bit_identically_to_local_through_a_stop_and_resume(launch, tmp_path,
                                                                       straight_run,
-                                                                      ray_address):
+                                                                      ray_address, capfd):
     # Fixed seed, max_policy_lag=0: the same slots and the same weights versions reach the
     # learner whichever runtime collects them. "Train to S locally" equals "train on a
     # local Ray that fastrl starts, SIGTERM to its whole process group (as a service manager
     # stops it: Ray's daemons get it too) at a random moment, --resume on Ray (the module's,
-    # already started), train to S" parameter for parameter; every Ray process fastrl
+    # in this process), train to S" parameter for parameter; every Ray process fastrl
     # started is gone after the run.
     local = straight_run(2)  # TINY + STRAIGHT, uninterrupted, on the local runtime
     interrupted = launch([*STRAIGHT, *RAY, "log.run_name=ray"])
@@ -202,8 +209,7 @@ def test_ray_trains_bit_identically_to_local_through_a_stop_and_resume(launch, t
     assert ckpt.file("worker-0.pkl") is not None, "the actors' states were not parked"
     assert all_gone(ray_procs, timeout=30), "Ray processes outlived the run"
 
-    resumed = launch([f"infra.ray_address={ray_address}"], tiny=False, resume=run)
-    out, err = resumed.communicate(timeout=180)
-    assert resumed.returncode == 0, err
-    assert f"at global step {stopped['global_step']:,}" in err
+    resumed = resume_main(run, [f"infra.ray_address={ray_address}"], capfd)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"at global step {stopped['global_step']:,}" in resumed.stderr
     assert same_weights(local, run), "ray's weights differ from local's"

@@ -10,10 +10,12 @@ import time
 
 import pytest
 from helpers import (
+    ONE_WORKER,
     STRAIGHT,
     STRAIGHT_STEPS,
     TINY,
     last_json,
+    resume_main,
     run_dir_of,
     same_weights,
     tb,
@@ -36,7 +38,8 @@ def sigterm_when(proc, ready, timeout: float = 120) -> None:
     proc.send_signal(signal.SIGTERM)
 
 
-def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path):
+@pytest.mark.slow  # trains to a bar: an evaluation return of 200
+def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path, capfd):
     args = ["algo.target_return=null", "algo.total_steps=90112", "log.eval_every_steps=8192",
             "log.eval_episodes=10", "seed=1"]
     proc = launch(args, tiny=False)
@@ -53,10 +56,9 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path):
 
     # Only as far as the next evaluation: the rest of the 90112 steps would show nothing new.
     end = (ckpt.global_step // 8192 + 1) * 8192
-    resumed = launch([f"algo.total_steps={end}"], tiny=False, resume=run)
-    out, err = resumed.communicate(timeout=240)
-    assert resumed.returncode == 0, err
-    assert last_json(out)["global_step"] == end
+    resumed = resume_main(run, [f"algo.total_steps={end}"], capfd)
+    assert resumed.returncode == 0, resumed.stderr
+    assert last_json(resumed.stdout)["global_step"] == end
     steps = [s for s, _ in tb(run, "loss/policy_loss")]
     assert steps == sorted(set(steps)), "a step was logged twice"
     assert ckpt.global_step + 512 in steps  # the first update after resume: one batch later
@@ -66,8 +68,9 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path):
     assert after[0][1] >= 0.5 * max(v for _, v in before[-2:]), (before, after)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, straight_run):
+@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
+def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, straight_run,
+                                                     capfd):
     # Fixed seed, max_policy_lag=0: "train to S" equals "train, SIGTERM at a random moment,
     # --resume, train to S" parameter for parameter (CPU, learner_threads=1).
     straight = straight_run(workers)
@@ -79,16 +82,16 @@ def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, 
     assert interrupted.returncode == 0, err
     stop_step = last_json(out)["global_step"]
     assert 0 < stop_step < STRAIGHT_STEPS, "the stop came too late to test anything"
-    resumed = launch([], tiny=False, resume=run)
-    out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, err
-    assert f"at global step {stop_step:,}" in err
+    resumed = resume_main(run, [], capfd)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"at global step {stop_step:,}" in resumed.stderr
     assert same_weights(straight, run), "resumed weights differ"
 
 
 def test_resume_refuses_a_different_env_or_network_and_skips_corrupt_checkpoints(tmp_path,
                                                                                   capfd):
-    proc = train_main([*TINY, "algo.total_steps=1024", "log.checkpoint_every_steps=256",
+    proc = train_main([*TINY, *ONE_WORKER, "algo.total_steps=1024",
+                       "log.checkpoint_every_steps=256",
                        "log.run_name=r"], tmp_path, capfd)
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "r"
