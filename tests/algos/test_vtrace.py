@@ -74,6 +74,7 @@ def make_batch(seed, T=20, shape=(7,), dtype=torch.float64, p_end=0.1):
 
 
 def run_reference(b, gamma, rho_bar=1.0, c_bar=1.0, lam=1.0):
+    """:func:`reference` (vs, pg_adv) of a batch of :func:`make_batch`, in float64."""
     a = {k: v.double().numpy() if v.is_floating_point() else v.numpy() for k, v in b.items()}
     return reference(a["behaviour_logp"], a["target_logp"], a["rewards"], a["values"],
                      a["next_values"], a["terminated"], a["truncated"],

@@ -22,6 +22,7 @@ DQN = ["algo.name=dqn", "algo.replay.capacity=1000", "algo.replay.batch_size=32"
 
 
 def report_of(overrides: list[str], path: str | None = None) -> tuple[dict, object]:
+    """The describe report of a planned config, and the plan."""
     plan = plan_run(load_config(path, overrides))
     return describe(plan), plan
 

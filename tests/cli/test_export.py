@@ -72,6 +72,7 @@ def runs(tmp_path_factory):
 
 
 def sampled(space: spaces.Space, n: int, seed: int) -> np.ndarray:
+    """``n`` samples of ``space`` drawn with ``seed``, stacked."""
     space.seed(seed)
     return np.stack([space.sample() for _ in range(n)])
 
@@ -85,6 +86,8 @@ def eager_actions(run_dir, obs: np.ndarray) -> np.ndarray:
 
 
 def assert_acts_like_the_checkpoint(artifact, fmt: str, run_dir) -> None:
+    """The exported artifact's actions equal the checkpoint's eager deterministic ones,
+    for batches of 1 and 64."""
     run = load_artifact(artifact, fmt)
     obs_space = load_policy(run_dir).plan.obs_space
     for n in (1, 64):  # the batch dimension is dynamic

@@ -26,6 +26,7 @@ def sim(breaks: str = "", after: int = 0) -> EnvSource:
 
 
 def contract_error(source: EnvSource) -> str:
+    """The message of the EnvContractError that checking ``source`` raises."""
     with pytest.raises(EnvContractError) as info:
         check_env(source, SEED)
     return str(info.value)

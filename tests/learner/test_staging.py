@@ -51,6 +51,7 @@ def expected(rings: list[Ring]) -> dict[str, np.ndarray]:
 
 
 def assert_batch(batch, want: dict[str, np.ndarray]) -> None:
+    """The staged batch's device tensors hold ``want``, field by field."""
     tensors = batch.use()
     for name in DEVICE_FIELDS:
         np.testing.assert_array_equal(tensors[name].cpu().numpy(), want[name], err_msg=name)

@@ -103,6 +103,7 @@ def stored(buf: ReplayBuffer) -> dict[tuple, dict]:
 
 
 def assert_matches(buf: ReplayBuffer, ref: dict[tuple, dict]) -> None:
+    """The buffer holds exactly the reference's transitions."""
     got = stored(buf)
     assert sorted(got) == sorted(ref)
     for key, want in ref.items():
@@ -117,6 +118,7 @@ def assert_matches(buf: ReplayBuffer, ref: dict[tuple, dict]) -> None:
 
 
 def make(n: int = 1, capacity: int = 10_000, num_envs: int = 8, cls=ReplayBuffer, **kw):
+    """A buffer of ``cls`` for the test streams' observations and actions."""
     return cls(capacity, (OBS,), np.float32, (), np.int64, num_envs, n_step=n, **kw)
 
 
@@ -207,6 +209,7 @@ def test_uint8_frames_are_stored_and_sampled():
 # -- sampling ----------------------------------------------------------------------------------
 
 def filled(cls=PrioritizedReplayBuffer, capacity=64, slots=4, seed=0, **kw):
+    """A buffer of ``cls`` filled with ``slots`` slots of two env groups; and the streams."""
     buf = make(3, capacity=capacity, num_envs=4, cls=cls, **kw)
     streams = Streams([[0, 1], [2, 3]], 0.1, 0.1, seed=seed)
     for i in range(slots):

@@ -33,6 +33,7 @@ class ObsValue(nn.Module):
 
 
 def collect(env_kwargs: dict, rollout_len: int, num_envs: int = 1):
+    """One slot collected from Count-v0 envs by a fresh ActorCritic, at policy version 3."""
     envs = EnvGroup(EnvSource("scripted_envs:Count-v0", env_kwargs), list(range(num_envs)))
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])
     layout = trajectory_layout(envs.observation_space, envs.action_space, rollout_len, num_envs)

@@ -21,6 +21,7 @@ from helpers import (
     tb,
     train_main,
     updates_after_restart,
+    wait_for,
     wait_training,
 )
 
@@ -33,23 +34,23 @@ pytestmark = pytest.mark.timeout(300)
 
 def test_killed_worker_is_restarted_and_training_goes_on(launch, tmp_path):
     # Every slot's CRC checked: a worker SIGKILLed at a random moment, often mid-slot, must
-    # never hand over torn data; its replacement's slots train the policy to the end.
-    proc = launch(["infra.check_slots=true", "seed=2", "algo.total_steps=6144",
-                   "algo.target_return=null", "log.metrics_every_s=0"])
+    # never hand over torn data; its replacement's slots go on training the policy. PPO
+    # waits for every worker's slot: each update after the restart had the new worker's.
+    proc = launch(["infra.check_slots=true", "seed=2", *ENDLESS, "log.metrics_every_s=0"])
     kids = wait_training(proc, tmp_path)
+    run = run_dir_of(tmp_path)
     time.sleep(random.uniform(0, 0.5))
     victim = kids[-1]  # started last: worker 1
     victim.send_signal(signal.SIGKILL)
-    out, err = proc.communicate(timeout=240)
+    wait_for(lambda: updates_after_restart(run) >= 10, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     result = last_json(out)
-    assert result["restarts"] == 1 and result["global_step"] == 6144, result
+    assert result["restarts"] == 1 and result["stopped_by_signal"], result
     assert f"restart 1: worker 1 (pid {victim.pid}) was killed by SIGKILL" in err
-    run = run_dir_of(tmp_path)
     assert max(v for _, v in tb(run, "supervisor/restarts")) == 1
     assert all(v < 60 for _, v in tb(run, "supervisor/heartbeat_age_max_s"))
-    # PPO waits for every worker's slot: each update after the restart had the new worker's
-    assert updates_after_restart(run) >= 10
 
 
 def test_hung_worker_is_detected_within_the_timeout_and_restarted(tmp_path, no_shm_residue,
@@ -70,7 +71,7 @@ def test_hung_worker_is_detected_within_the_timeout_and_restarted(tmp_path, no_s
     assert (tmp_path / "stuck.interrupted").exists()
     result = last_json(proc.stdout)
     assert result["global_step"] == 4096 and result["restarts"] == 1
-    assert updates_after_restart(run_dir_of(tmp_path)) >= 10
+    assert updates_after_restart(run_dir_of(tmp_path)) >= 10, "no training after the restart"
 
 
 def test_env_that_always_raises_stops_after_max_restarts(tmp_path, no_shm_residue, capfd):

@@ -30,6 +30,7 @@ from helpers import (
     same_weights,
     train_main,
     updates_after_restart,
+    wait_for,
     wait_updates,
 )
 
@@ -90,21 +91,22 @@ def test_asynchronous_and_off_policy_algorithms_run_on_ray(algo, ray_address, tm
 @pytest.mark.slow  # the Ray twin of test_faults.py's
 def test_killed_actor_is_restarted_and_training_goes_on(ray_address, launch, tmp_path):
     # Every slot's CRC checked: an actor SIGKILLed at a random moment, often mid-slot, never
-    # hands over torn data; the supervisor starts another, whose slots train to the end.
+    # hands over torn data; the supervisor starts another, whose slots go on training.
     proc = launch([*RAY, f"infra.ray_address={ray_address}", "infra.check_slots=true",
-                   "seed=2", "algo.total_steps=6144", "algo.target_return=null",
-                   "log.metrics_every_s=0"])
+                   "seed=2", *ENDLESS, "log.metrics_every_s=0"])
     wait_updates(proc, tmp_path)
+    run = run_dir_of(tmp_path)
     time.sleep(random.uniform(0, 0.5))
     victim = remote_workers()[0]
     victim.send_signal(signal.SIGKILL)
-    out, err = proc.communicate(timeout=240)
+    wait_for(lambda: updates_after_restart(run) >= 10, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     result = last_json(out)
-    assert result["restarts"] == 1 and result["global_step"] == 6144, result
+    assert result["restarts"] == 1 and result["stopped_by_signal"], result
     assert f"(Ray actor pid {victim.pid} on " in err, err
     assert "restart 1: worker" in err and "was killed by SIGKILL" in err, err
-    assert updates_after_restart(run_dir_of(tmp_path)) >= 10
 
 
 @pytest.mark.slow  # the Ray twin of test_faults.py's
