@@ -304,7 +304,7 @@ class Learner:
             self.dropped_slots += dropped
         with self.timer.stage("update_dataset"):
             batch = self.stager.stage(self._choose(), self.cfg.infra.check_slots)
-            self.window.note_slots(batch.host, self.version)
+            self.window.note_slots(batch.host, self.version, self.global_step)
             self._last["ring_occupancy"] = \
                 sum(r.occupancy() for r in self.rings) / len(self.rings)
         return batch
@@ -354,7 +354,8 @@ class Learner:
             raise Stopped
         feed, timer = self.feed, self.timer
         with timer.stage("update_dataset"):
-            ingested = feed.ingest(lambda slot: self.window.note_slots(slot, self.version))
+            ingested = feed.ingest(lambda slot: self.window.note_slots(
+                slot, self.version, feed.inserted))
         self.global_step = feed.inserted
         updates = 0
         while updates < MAX_UPDATES_PER_ROUND and feed.can_train():
@@ -386,8 +387,16 @@ class Learner:
         else:
             stats["dropped_stale_slots"] = self.dropped_slots
         self.metrics.put(("update", self.global_step, stats))
+        self._send_episodes()
         self.window.reset()
         self._next_report = time.monotonic() + self.cfg.log.metrics_every_s
+
+    def _send_episodes(self) -> None:
+        """One ``episodes`` message with every episode that ended since the last one (each
+        with its own return, length, step and time: fastrl.learner.report), if any did."""
+        episodes = self.window.episodes()
+        if episodes["step"]:
+            self.metrics.put(("episodes", self.global_step, episodes))
 
     def drain(self) -> None:
         """``algo.name=none``: release every slot as soon as it is published and count its
@@ -451,8 +460,10 @@ class Learner:
         self._done(self.last_eval)
 
     def _done(self, last_eval: dict[str, float] | None) -> None:
-        """The last message: the final evaluation, this process's time per stage, and
-        whether a stop request ended the run before its end."""
+        """The last messages: the episodes not reported yet, then the final evaluation,
+        this process's time per stage, and whether a stop request ended the run before its
+        end."""
+        self._send_episodes()
         self.metrics.put(("done", self.global_step, {
             "eval": last_eval, "timing": self.timer.seconds(), "stopped": self.stopped}))
 

@@ -8,6 +8,8 @@ host copies of the slots, so noting them costs the device nothing.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -37,6 +39,8 @@ class ReportWindow:
         self._counts: torch.Tensor | None = None  # ... over the updates where not NaN
         self._returns: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []
+        self._steps: list[np.ndarray] = []  # the env step count at each episode's end
+        self._times: list[np.ndarray] = []  # when the learner saw it end (Unix seconds)
         self._lags = np.zeros(1, np.int64)  # transitions by policy lag
         self._noted = False
 
@@ -56,18 +60,33 @@ class ReportWindow:
         self._sums.add_(values.nan_to_num(0.0, posinf=torch.inf, neginf=-torch.inf))
         self.updates += 1
 
-    def note_slots(self, host: dict[str, np.ndarray], version: int) -> None:
+    def note_slots(self, host: dict[str, np.ndarray], version: int, steps_before: int) -> None:
         """The episodes that ended in a batch (or slot) and the policy lag of its
-        transitions, ``version`` being the learner's policy version when it took them."""
+        transitions, ``version`` being the learner's policy version when it took them and
+        ``steps_before`` the run's env steps before this batch's. A batch is time-major
+        ``[T, N]``: an episode that ended at row ``t`` ended at env step
+        ``steps_before + (t + 1) * N``; episodes are kept in the order they ended."""
         done = host["terminated"] | host["truncated"]
         if done.any():
-            self._returns.append(host["episode_return"][done])
-            self._lengths.append(host["episode_length"][done])
+            rows, cols = np.nonzero(done)  # (row-major: ordered by the step they ended at)
+            self._returns.append(host["episode_return"][rows, cols])
+            self._lengths.append(host["episode_length"][rows, cols])
+            self._steps.append(steps_before + (rows + 1) * done.shape[1])
+            self._times.append(np.full(len(rows), time.time()))
         counts = np.bincount(np.maximum(version - host["policy_version"].ravel(), 0))
         if len(counts) > len(self._lags):
             self._lags = np.pad(self._lags, (0, len(counts) - len(self._lags)))
         self._lags[:len(counts)] += counts
         self._noted = True
+
+    def episodes(self) -> dict[str, list]:
+        """Every episode that ended in this window, one entry each in the order they ended:
+        ``step`` (env steps of the run when it ended), ``return``, ``length`` and ``time``
+        (Unix seconds when the learner saw it); empty lists when none did."""
+        columns = {"step": self._steps, "return": self._returns, "length": self._lengths,
+                   "time": self._times}
+        return {name: np.concatenate(parts).tolist() if parts else []
+                for name, parts in columns.items()}
 
     def stats(self) -> dict[str, float | list[int]]:
         """Mean update statistics, ``episode/*`` of the episodes that ended, and the

@@ -21,11 +21,11 @@ def custom_scalars(callback: Callback, hook: str, extra: object) -> dict[str, fl
 
 
 class RunEvents:
-    """Routes ``(kind, step, payload)`` messages (``update``, ``eval``, ``checkpoint``,
-    ``done``) to the :class:`MetricsLogger` and the :class:`~fastrl.callbacks.Callback` s,
-    and keeps what the run's result reports. ``health`` adds the supervisor's scalars to
-    every update. The first exception a callback raises is kept in :attr:`error` (the caller
-    stops the run and re-raises it).
+    """Routes ``(kind, step, payload)`` messages (``update``, ``episodes``, ``eval``,
+    ``checkpoint``, ``done``) to the :class:`MetricsLogger` and the
+    :class:`~fastrl.callbacks.Callback` s, and keeps what the run's result reports.
+    ``health`` adds the supervisor's scalars to every update. The first exception a
+    callback raises is kept in :attr:`error` (the caller stops the run and re-raises it).
 
     Its :meth:`put` takes the same messages as the learner's queue, so the serial runtime
     hands it to the learner directly.
@@ -53,6 +53,8 @@ class RunEvents:
             self.logger.update(step, payload)
             self.last_metrics = payload
             self._call("on_update", step, payload)
+        elif kind == "episodes":
+            self.logger.episodes(payload)
         elif kind == "eval":
             self.evaluation(step, payload, "learner")
         elif kind == "checkpoint":

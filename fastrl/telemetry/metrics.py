@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
 from fastrl.core.timing import STAGES, format_table
+from fastrl.telemetry.csvlog import CsvLog
 
 #: Every key of the metrics dictionary the learner reports every ``log.metrics_every_s``
 #: (``RunResult.metrics``, ``Callback.on_update``), with its meaning; losses are means over
@@ -72,12 +73,15 @@ def metric_documented(key: str) -> bool:
 
 
 class MetricsLogger:
-    """Writes update and evaluation metrics to TensorBoard and the console.
+    """Writes update and evaluation metrics to TensorBoard and the console, and every ended
+    training episode and every evaluation to ``episodes.csv`` / ``evals.csv`` in the run
+    directory (fastrl.telemetry.csvlog).
 
     Scalars go under their own names (``episode/return_mean``, ``eval/return_mean``,
     ``loss/policy_loss``, ``supervisor/restarts``, ...) with the env-step count as the x
-    axis. A resumed run passes its checkpoint's ``start_step``: TensorBoard then discards
-    whatever the interrupted run logged after that step, so no step appears twice.
+    axis; ``episode/return`` holds each training episode's own return at the step it ended.
+    A resumed run passes its checkpoint's ``start_step``: TensorBoard and the CSV files then
+    discard whatever the interrupted run logged after that step, so no step appears twice.
     """
 
     LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
@@ -102,6 +106,8 @@ class MetricsLogger:
             self._task = self._progress.add_task("train", total=total_steps, sps=0.0, ret="-",
                                                  health="", completed=start_step)
             self._progress.start()
+        self._episodes = CsvLog(run_dir, "episodes.csv", start_step)
+        self._evals = CsvLog(run_dir, "evals.csv", start_step)
         self._t0 = time.monotonic()
         self._start_step = start_step
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
@@ -139,6 +145,15 @@ class MetricsLogger:
             self._progress.update(self._task, completed=step, sps=self.steps_per_sec, ret=ret,
                                   health=health)
 
+    def episodes(self, episodes: dict[str, list]) -> None:
+        """Log training episodes, each with its own ``step``, ``return``, ``length`` and
+        ``time`` (lists of equal length, in the order the episodes ended)."""
+        columns = [episodes[name] for name in self._episodes.columns]
+        self._episodes.write(zip(*columns))
+        if self._writer:
+            for step, ret in zip(episodes["step"], episodes["return"]):
+                self._writer.add_scalar("episode/return", ret, step)
+
     def _histogram(self, tag: str, counts: list[int], step: int) -> None:
         """``counts[k]`` occurrences of the integer ``k`` as a TensorBoard histogram."""
         values = np.arange(len(counts), dtype=np.float64)
@@ -154,6 +169,8 @@ class MetricsLogger:
     def evaluation(self, step: int, result: dict[str, float], prefix: str = "eval") -> None:
         """Log one evaluation's results as ``<prefix>/<key>`` (``eval``: the learner's,
         ``eval_ckpt``: a checkpoint's, evaluated in its own process)."""
+        self._evals.write([[step, time.time(), prefix,
+                            *(result.get(k) for k in self._evals.columns[3:])]])
         if self._writer:
             for key, value in result.items():
                 self._writer.add_scalar(f"{prefix}/{key}", value, step)
@@ -207,3 +224,5 @@ class MetricsLogger:
         if self._writer:
             self._writer.close()
             self._writer = None
+        self._episodes.close()
+        self._evals.close()

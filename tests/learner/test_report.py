@@ -34,8 +34,8 @@ def test_update_statistics_are_averaged_over_the_window():
 
 def test_episodes_and_policy_lags_of_the_slots_noted():
     w = ReportWindow()
-    w.note_slots(slot([5, 5, 4], ended=[1]), version=6)  # lags 1, 1, 2
-    w.note_slots(slot([6, 6, 6], ended=[0, 2]), version=6)  # lags 0, 0, 0
+    w.note_slots(slot([5, 5, 4], ended=[1]), version=6, steps_before=0)  # lags 1, 1, 2
+    w.note_slots(slot([6, 6, 6], ended=[0, 2]), version=6, steps_before=3)  # lags 0, 0, 0
     stats = w.stats()
     assert stats["policy_lag/histogram"] == [3, 2, 1]
     assert stats["policy_lag"] == 2 and stats["policy_lag_mean"] == pytest.approx(4 / 6)
@@ -44,9 +44,26 @@ def test_episodes_and_policy_lags_of_the_slots_noted():
     assert stats["episode/length_mean"] == pytest.approx((2 + 1 + 3) / 3)
 
 
+def test_every_ended_episode_is_kept_with_its_own_return_step_and_time():
+    # [T=3, N=2]: env 1 ends at row 0, env 0 at row 1, both at row 2
+    term = np.array([[False, True], [True, False], [True, True]])
+    ret = np.array([[1, 10], [2, 20], [30, 40]], np.float32)
+    host = {"terminated": term, "truncated": np.zeros_like(term), "episode_return": ret,
+            "episode_length": ret.astype(np.int32), "policy_version": np.zeros((3, 2), np.int64)}
+    w = ReportWindow()
+    w.note_slots(host, version=0, steps_before=100)
+    episodes = w.episodes()
+    assert episodes["return"] == [10, 2, 30, 40]  # in the order they ended
+    assert episodes["step"] == [102, 104, 106, 106]  # 100 + (row + 1) * 2 envs
+    assert episodes["length"] == [10, 2, 30, 40]
+    assert len(episodes["time"]) == 4 and min(episodes["time"]) > 1e9  # Unix seconds
+    w.reset()
+    assert w.episodes() == {"step": [], "return": [], "length": [], "time": []}
+
+
 def test_a_window_without_episode_ends_reports_no_episode_statistics():
     w = ReportWindow()
-    w.note_slots(slot([0, 0]), version=0)
+    w.note_slots(slot([0, 0]), version=0, steps_before=0)
     stats = w.stats()
     assert not any(k.startswith("episode/") for k in stats)
     assert stats["policy_lag"] == 0 and stats["policy_lag/histogram"] == [2]
