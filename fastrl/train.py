@@ -1,6 +1,7 @@
 """python -m fastrl.train [CONFIG.yaml | --resume RUN_DIR] [key=value ...]: train an agent.
 
-With no CONFIG the defaults (CartPole-v1 PPO, the same as configs/cartpole_ppo.yaml) run.
+With no CONFIG the defaults (CartPole-v1 PPO, CleanRL's settings) run; configs/ holds
+the shipped configs, tuned for wall time to a solved policy.
 The run's architecture in short (fastrl.describe's summary) goes to stderr at start-up.
 ``--resume RUN_DIR`` continues a stopped or crashed run from its newest valid checkpoint,
 with the run's config and any overrides given.

@@ -21,6 +21,7 @@ from fastrl.bench.learner import LEARNER_SCENARIOS, SideResult, print_learner, r
 from fastrl.bench.measure import Result, failed
 from fastrl.bench.replay import print_replay, run_replay
 from fastrl.bench.report import plot_scaling, print_table, write_json
+from fastrl.bench.solve import TASKS, plot_solve, print_solve, run_solve, summarize
 from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
@@ -29,6 +30,7 @@ from fastrl.runtime.faults import ChildFailed
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
 IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process
+SOLVE = "solve"  # whole training runs, each a process of its own (fastrl.bench.solve)
 # What a measurement may raise that becomes a row saying so (run_repeats)
 MEASUREMENT_ERRORS = (ConfigError, EnvError, ChildFailed, TimeoutError, RuntimeError, OSError)
 
@@ -70,7 +72,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The bench's options (see --help)."""
     p = argparse.ArgumentParser(prog="python -m fastrl.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", type=_names((*SCENARIOS, *IN_PROCESS)), default=["collect"],
+    p.add_argument("--scenario", type=_names((*SCENARIOS, *IN_PROCESS, SOLVE)),
+                   default=["collect"],
                    help="comma-separated: collect (random actions, env stepping + ring "
                         "writes), collect-policy (policy forward in the loop), train (PPO end "
                         "to end), train-appo (APPO end to end, same workers and envs), "
@@ -80,7 +83,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "samples/s with batch staging on vs off, --repeats alternating "
                         "rounds, on CUDA the copy time hidden behind compute), learner-appo "
                         "(the same for APPO), replay (fastrl.replay against numpy and cpprb, "
-                        "in one process; --duration per comparison). Default: collect")
+                        "in one process; --duration per comparison), solve (fastrl's shipped "
+                        "configs and Stable-Baselines3 with the RL Zoo's hyper-parameters "
+                        "train --solve-tasks from scratch, one run at a time: seconds and env "
+                        "steps until the mean return of the last 20 training episodes reaches "
+                        "the task's threshold; solve.png). Default: collect")
     p.add_argument("--env", type=lambda t: [v for v in t.split(",") if v],
                    default=["CartPole-v1"],
                    help="comma-separated env ids fastrl runs (fastrl/CartPole-v1 is fastrl's "
@@ -117,6 +124,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--replay-frames", type=_positive(int, zero_ok=True), default=100_000,
                    help="replay scenario: capacity of the 84x84 uint8 frame buffer, 0 to leave "
                         "frames out (default 100000)")
+    p.add_argument("--solve-tasks", type=_names(tuple(TASKS)), default=list(TASKS),
+                   help=f"solve scenario: comma-separated tasks from {', '.join(TASKS)} "
+                        "(default: all)")
+    p.add_argument("--seeds", type=_positive(int), default=3,
+                   help="solve scenario: seeds 1..N of every system (default 3)")
+    p.add_argument("--solve-max-seconds", type=_positive(float), default=None,
+                   help="solve scenario: stop every run unsolved after this many seconds "
+                        "(default: each task's own cap)")
+    p.add_argument("--solve-max-steps", type=_positive(int), default=None,
+                   help="solve scenario: stop every run unsolved after this many env steps "
+                        "(default: each task's own cap)")
+    p.add_argument("--solve-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="solve scenario: a config override for fastrl's runs (a sweep; "
+                        "repeatable)")
     return p.parse_args(argv)
 
 
@@ -140,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs: list[tuple[str, object]] = []  # (label, zero-argument measurement)
     learner_jobs: list[tuple[str, object]] = []  # (label, measurement of both sides)
     for scenario in args.scenario:
-        if scenario == "replay":
-            continue  # one run of its own below: it has no env and no workers
+        if scenario in ("replay", SOLVE):
+            continue  # runs of their own below: no env workers here
         for env_id in env_ids:
             for w in args.workers:
                 label = f"fastrl {scenario} {env_id} w={w}"
@@ -157,19 +178,22 @@ def main(argv: list[str] | None = None) -> int:
                         # (Ray places its actors itself)
                         extra=[] if "infra.runtime=ray" in SCENARIOS[scenario] else extra,
                         **window)))
-    if "raw" in args.peers:
+    # The peers step envs as fastrl's collect scenarios do: nothing to compare them with
+    # when none of those runs (the solve scenario runs SB3 its own way).
+    peer_jobs = args.peers if any(s in SCENARIOS for s in args.scenario) else []
+    if "raw" in peer_jobs:
         jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))
     for w in args.workers:
         total = w * args.envs_per_worker
-        if "sync" in args.peers:
+        if "sync" in peer_jobs:
             jobs.append(("sync", partial(peers.gymnasium_sync, peer_env, kwargs, total,
                                          **window)))
-        if "async" in args.peers:
+        if "async" in peer_jobs:
             jobs.append(("async", partial(peers.gymnasium_async, peer_env, kwargs, w,
                                           **window)))
-        if "sb3" in args.peers:
+        if "sb3" in peer_jobs:
             jobs.append(("sb3", partial(peers.sb3_subproc, peer_env, kwargs, w, **window)))
-        if "envpool" in args.peers:
+        if "envpool" in peer_jobs:
             jobs.append(("envpool", partial(peers.envpool, peer_env, kwargs, total, w,
                                             **window)))
 
@@ -204,28 +228,53 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}: " + ", ".join(f"{s.median.steps_per_sec:,.0f} samples/s "
                                        f"({s.median.note})" for s in sides), file=sys.stderr)
         learner += sides
+    solve = []
+    if SOLVE in args.scenario and not interrupted:
+        try:
+            solve = run_solve(args.solve_tasks, args.seeds, args.solve_override,
+                              peers="sb3" in args.peers, max_seconds=args.solve_max_seconds,
+                              max_steps=args.solve_max_steps, on_run=_print_solve_run)
+        except KeyboardInterrupt:
+            interrupted = _interrupted()
     results = [median(rs) for rs in repeats]
     raw = next((r.steps_per_sec for r in results if r.system == "raw loop"), None)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    if results or not (replay or learner):
+    if results or not (replay or learner or solve):
         print_table(results, raw)
     if replay:
         print_replay(replay)
     if learner:
         print_learner([s.median for s in learner])
+    solve_rows = summarize(solve)
+    if solve_rows:
+        print_solve(solve_rows)
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     write_json(args.out / "bench.json", options,
                results + replay + [s.median for s in learner],
-               repeats + [[r] for r in replay] + [s.rounds for s in learner])
+               repeats + [[r] for r in replay] + [s.rounds for s in learner],
+               {"solve": {"summary": solve_rows, "runs": [r.as_dict() for r in solve]}}
+               if solve else None)
     print(f"wrote {args.out / 'bench.json'}")
-    if not args.no_plot:
+    if not args.no_plot and solve:
+        if plot_solve(args.out / "solve.png", solve):
+            print(f"wrote {args.out / 'solve.png'}")
+    if not args.no_plot and (results or not solve):
         if plot_scaling(args.out / "scaling.png", results, raw):
             print(f"wrote {args.out / 'scaling.png'}")
         else:
             print("no plot: nothing measured, or matplotlib is not installed "
                   "(pip install -e '.[bench]')")
     return 130 if interrupted else 0
+
+
+def _print_solve_run(run) -> None:
+    """One line per solve run as it ends (the table comes at the end)."""
+    solved = "unsolved" if run.solved_s is None else \
+        f"solved in {run.solved_s:.1f} s, {run.solved_step:,} steps"
+    evals = f"; eval target at {run.eval_s:.1f} s" if run.eval_s is not None else ""
+    print(f"solve {run.task} {run.system} seed {run.seed}: {solved}{evals}"
+          + (f" ({run.note})" if run.note else ""), file=sys.stderr)
 
 
 def _interrupted() -> bool:

@@ -61,11 +61,13 @@ def table(results: list[Result], raw_rate: float | None) -> Table:
     return t
 
 
-def write_json(path: Path, args: dict, results: list[Result], repeats: list[list[Result]]):
-    """Every raw repeat and the medians, with the machine facts and the options used."""
+def write_json(path: Path, args: dict, results: list[Result], repeats: list[list[Result]],
+               extra: dict | None = None):
+    """Every raw repeat and the medians, with the machine facts and the options used, and
+    ``extra`` sections (the solve scenario's)."""
     doc = {"machine": machine_facts(), "options": args,
            "medians": [r.as_dict() for r in results],
-           "repeats": [[r.as_dict() for r in rs] for rs in repeats]}
+           "repeats": [[r.as_dict() for r in rs] for rs in repeats], **(extra or {})}
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return doc
 

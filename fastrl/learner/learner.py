@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
@@ -28,6 +29,7 @@ from fastrl.eval.harness import SeedSuite, evaluate
 from fastrl.learner.offpolicy import ReplayFeed, replay_shape
 from fastrl.learner.report import ReportWindow
 from fastrl.learner.staging import StagedBatch, make_stager
+from fastrl.learner.writes import BackgroundWrite
 from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
@@ -157,6 +159,7 @@ class Learner:
         self.window = ReportWindow()  # what the next metrics report will say
         self._last: dict[str, float] = {}  # on-policy: lr and ring occupancy of the last update
         self._next_report = time.monotonic()
+        self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
         if spec.resume:
             self._restore(Path(spec.resume) / "learner.pt")
 
@@ -192,9 +195,13 @@ class Learner:
     def _checkpoint(self, final: bool) -> None:
         """Write a checkpoint of everything that continues this run (see fastrl.checkpoint).
 
-        The final one waits until the workers have parked, so that it also holds their
-        states and the slots they published last: a resumed run then sees the same data.
+        A periodic one takes a copy of the state here and is written by a thread while
+        training goes on (:class:`~fastrl.learner.writes.BackgroundWrite`). The final one
+        is written here, after any periodic one in progress, and waits until the workers
+        have parked, so that it also holds their states and the slots they published last:
+        a resumed run then sees the same data.
         """
+        self._checkpoint_written(self._writes.wait())
         if final:
             deadline = time.monotonic() + PARK_WAIT_S
             while not self.weights.parked() and time.monotonic() < deadline:
@@ -205,9 +212,11 @@ class Learner:
                     time.sleep(0.01)
         parked = self._parked_states() if final else {}
         pending = [r.pending() for r in self.rings]
-        state = {"model": self.policy.state_dict(), "algo": self.algo.state_dict(),
-                 "rng": rng_state(), "normalizer": None,  # no observation normalisation yet
-                 **{key: getattr(self, key) for key in self.SCHEDULE}}
+        # A copy: training goes on while a periodic checkpoint is written.
+        state = copy.deepcopy({
+            "model": self.policy.state_dict(), "algo": self.algo.state_dict(),
+            "rng": rng_state(), "normalizer": None,  # no observation normalisation yet
+            **{key: getattr(self, key) for key in self.SCHEDULE}})
 
         rings = {}
         for i, (read_seq, write_seq, data) in enumerate(pending):
@@ -219,8 +228,9 @@ class Learner:
         for i, src in parked.items():
             writers[f"worker-{i}.pkl"] = lambda p, src=src: shutil.copyfile(src, p)
         if self.feed:
-            state["replay"] = self.feed.state()
-            writers["replay.npz"] = lambda p: _savez(p, self.feed.buffer.state_dict())
+            state["replay"] = copy.deepcopy(self.feed.state())
+            replay = self.feed.buffer.state_dict()  # (copies)
+            writers["replay.npz"] = lambda p: _savez(p, replay)
         plan = self.spec.plan
         info = {
             "config_hash": config_hash(self.cfg), "env_id": self.cfg.env.id,
@@ -232,11 +242,24 @@ class Learner:
             "worker_states": sorted(parked),
             "worker_incarnations": [r.get(INCARNATION) for r in self.rings],
         }
-        path = save_checkpoint(self.spec.run_dir, self.global_step, writers, info,
-                               self.cfg.log.keep_checkpoints)
+        def write() -> tuple[int, Path]:
+            return step, save_checkpoint(self.spec.run_dir, step, writers, info,
+                                         self.cfg.log.keep_checkpoints)
+
+        step = self.global_step
+        if not final:
+            self._writes.start(write)
+            return
+        self._checkpoint_written(write())
         for src in parked.values():
             src.unlink()
-        self.metrics.put(("checkpoint", self.global_step, {"path": str(path)}))
+
+    def _checkpoint_written(self, written: tuple[int, Path] | None) -> None:
+        """Tell the supervisor about a checkpoint, ``(step, folder)``, now complete on disk
+        (None: no news)."""
+        if written is not None:
+            step, path = written
+            self.metrics.put(("checkpoint", step, {"path": str(path)}))
 
     # --- training --------------------------------------------------------------------------
     def _publish(self) -> None:
@@ -434,6 +457,7 @@ class Learner:
             step = self._offpolicy_round if self.feed else self._update
             while self.global_step < algo.total_steps and not self._solved():
                 step()
+                self._checkpoint_written(self._writes.poll())
                 if self.global_step >= algo.total_steps or \
                         time.monotonic() >= self._next_report:
                     self._report()

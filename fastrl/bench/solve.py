@@ -1,0 +1,328 @@
+"""The bench's ``solve`` scenario: wall time to a solved task, fastrl against
+Stable-Baselines3, one training process after another in the same bench run.
+
+Every run is a fresh process (``python -m fastrl.train CONFIG`` with fastrl's shipped
+config; ``python -m fastrl.bench.sb3_solve`` with the RL Baselines3 Zoo's hyper-parameters),
+timed from just before it starts, imports included. Both log every ended training episode
+to a CSV file (step, return, length, time); the bench reads it as it grows and judges every
+system alike: a task is solved when the mean return of the last :data:`WINDOW` ended
+training episodes first reaches the task's threshold. The bench then stops the run
+(SIGINT), or stops it unsolved at the task's cap on steps or seconds. For fastrl it also
+records when the run's own evaluation first reached the config's ``algo.target_return``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from fastrl.config import load_config
+
+WINDOW = 20  # training episodes in the solve criterion's mean
+POLL_S = 0.2  # between looks at a run's episode log
+EXIT_WAIT_S = 60.0  # for a stopped run to exit before it is killed
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@dataclass(frozen=True)
+class Peer:
+    """An SB3 variant of a task: its name and the arguments of fastrl.bench.sb3_solve."""
+
+    name: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task of the scenario: fastrl's shipped config, the threshold both systems must
+    reach, the SB3 variants, and the caps after which a run counts as unsolved."""
+
+    name: str
+    config: str  # under configs/
+    threshold: float
+    peers: tuple[Peer, ...]
+    max_steps: int
+    max_seconds: float
+
+
+TASKS: dict[str, Task] = {t.name: t for t in (
+    Task("cartpole-ppo", "cartpole_ppo.yaml", 475.0, (
+        Peer("SB3 PPO DummyVecEnv", ("--algo", "ppo", "--vec", "dummy")),
+        Peer("SB3 PPO SubprocVecEnv", ("--algo", "ppo", "--vec", "subproc")),
+    ), max_steps=500_000, max_seconds=300.0),
+    Task("cartpole-dqn", "cartpole_dqn.yaml", 475.0, (
+        Peer("SB3 DQN", ("--algo", "dqn")),
+    ), max_steps=200_000, max_seconds=300.0),
+    Task("pendulum-sac", "pendulum_sac.yaml", -200.0, (
+        Peer("SB3 SAC", ("--algo", "sac")),
+    ), max_steps=30_000, max_seconds=400.0),
+)}
+
+
+def first_solved(returns: list[float] | np.ndarray, threshold: float,
+                 window: int = WINDOW) -> int | None:
+    """Index of the episode at whose end the mean return of the last ``window`` ended
+    episodes first reaches ``threshold`` (None: never; fewer than ``window`` episodes never
+    count)."""
+    r = np.asarray(returns, np.float64)
+    if len(r) < window:
+        return None
+    sums = np.convolve(r, np.ones(window), "valid")  # sums[i]: episodes i .. i+window-1
+    hit = np.flatnonzero(sums >= threshold * window - 1e-9 * max(1.0, abs(threshold)))
+    return int(hit[0]) + window - 1 if len(hit) else None
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The complete rows of a CSV log that its writer may still be appending to (a last
+    line without its newline is left for the next read)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines.pop()
+    return list(csv.DictReader(lines))
+
+
+@dataclass
+class SolveRun:
+    """One training run of the scenario. Seconds count from just before its process
+    started; ``solved_s``/``solved_step`` are None when it did not solve the task before its
+    cap, ``eval_s``/``eval_step`` when fastrl's own evaluation did not reach its target (or
+    for SB3)."""
+
+    task: str
+    system: str
+    seed: int
+    solved_s: float | None = None
+    solved_step: int | None = None
+    eval_s: float | None = None
+    eval_step: int | None = None
+    steps: int = 0  # env steps of the last ended episode seen
+    wall_s: float = 0.0  # until the process exited
+    note: str = ""
+    curve: dict[str, list[float]] = field(default_factory=dict)  # seconds, return, step
+
+    def as_dict(self) -> dict:
+        """Every figure, for bench.json."""
+        return asdict(self)
+
+
+def judge(run: SolveRun, episodes: list[dict[str, str]], t0: float, threshold: float,
+          evals: list[dict[str, str]] = (), eval_target: float | None = None) -> None:
+    """Fill ``run``'s solve (and evaluation) figures from its logs, ``t0`` being the Unix
+    time its process started."""
+    returns = [float(e["return"]) for e in episodes]
+    run.curve = {"seconds": [float(e["time"]) - t0 for e in episodes], "return": returns,
+                 "step": [int(float(e["step"])) for e in episodes]}
+    run.steps = run.curve["step"][-1] if episodes else 0
+    i = first_solved(returns, threshold)
+    if i is not None:
+        run.solved_s, run.solved_step = run.curve["seconds"][i], run.curve["step"][i]
+    if eval_target is not None:
+        hit = next((e for e in evals if e["source"] == "eval"
+                    and float(e["return_mean"]) >= eval_target), None)
+        if hit:
+            run.eval_s, run.eval_step = float(hit["time"]) - t0, int(float(hit["step"]))
+
+
+def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: float,
+                max_steps: int, max_seconds: float, log: Path) -> float:
+    """Start ``cmd``, watch its episode log until the task is solved, the caps are reached
+    or it exits, then stop it (SIGINT; killed after :data:`EXIT_WAIT_S`); returns the Unix
+    time it started. Its output goes to ``log``."""
+    with log.open("w") as out:
+        t0 = time.time()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                time.sleep(POLL_S)
+                rows = read_rows(episodes_csv)
+                if first_solved([float(r["return"]) for r in rows], threshold) is not None:
+                    break
+                if time.time() - t0 > max_seconds or \
+                        (rows and float(rows[-1]["step"]) >= max_steps):
+                    run.note = "capped"
+                    break
+        finally:
+            stop(proc)
+        run.wall_s = time.time() - t0
+        if proc.returncode not in (0, -signal.SIGINT, 130) and not run.note:
+            run.note = f"exit code {proc.returncode} (see {log})"
+    return t0
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGINT the run (fastrl and SB3 both stop gracefully on it), kill it if it is still
+    there after :data:`EXIT_WAIT_S`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(EXIT_WAIT_S)
+
+
+def run_fastrl(task: Task, seed: int, work: Path, extra: list[str] = ()) -> SolveRun:
+    """fastrl's shipped config of ``task``, from ``python -m fastrl.train``; the run does
+    not stop at its own evaluation criterion (``algo.target_return=null``) so that the
+    training criterion can be reached, and the time it would have is taken from its
+    ``evals.csv``."""
+    config = CONFIGS / task.config
+    target = load_config(config, list(extra)).algo.target_return
+    run = SolveRun(task.name, "fastrl", seed)
+    run_dir = work / f"fastrl-{task.name}-s{seed}"
+    cmd = [sys.executable, "-m", "fastrl.train", str(config), f"seed={seed}",
+           "algo.target_return=null", f"log.run_dir={work}", f"log.run_name={run_dir.name}",
+           "log.console=false", *extra]
+    t0 = run_process(cmd, run, run_dir / "episodes.csv", task.threshold, task.max_steps,
+                     task.max_seconds, work / f"{run_dir.name}.log")
+    judge(run, read_rows(run_dir / "episodes.csv"), t0, task.threshold,
+          read_rows(run_dir / "evals.csv"), target)
+    return run
+
+
+def run_sb3(task: Task, peer: Peer, seed: int, work: Path) -> SolveRun:
+    """An SB3 variant of ``task`` (fastrl.bench.sb3_solve)."""
+    run = SolveRun(task.name, peer.name, seed)
+    name = f"{peer.name.replace(' ', '-')}-{task.name}-s{seed}"
+    episodes = work / f"{name}.csv"
+    cmd = [sys.executable, "-m", "fastrl.bench.sb3_solve", *peer.args, f"--seed={seed}",
+           f"--out={episodes}"]
+    t0 = run_process(cmd, run, episodes, task.threshold, task.max_steps, task.max_seconds,
+                     work / f"{name}.log")
+    judge(run, read_rows(episodes), t0, task.threshold)
+    return run
+
+
+def sb3_installed() -> bool:
+    """True when stable-baselines3 can be imported here (the bench extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("stable_baselines3") is not None
+
+
+def run_solve(tasks: list[str], seeds: int, extra: list[str] = (), peers: bool = True,
+              max_seconds: float | None = None, max_steps: int | None = None,
+              on_run=lambda run: None) -> list[SolveRun]:
+    """Every system of every task, seeds 1..``seeds``, one run at a time: for each seed
+    fastrl first, then each SB3 variant (when ``peers`` and SB3 is installed). ``max_seconds``
+    and ``max_steps`` lower the tasks' caps; ``on_run`` sees each run as it ends."""
+    runs: list[SolveRun] = []
+    if peers and not sb3_installed():
+        print("solve: stable-baselines3 is not installed, fastrl runs alone "
+              "(pip install -e '.[bench]')", file=sys.stderr)
+        peers = False
+    with tempfile.TemporaryDirectory(prefix="fastrl-solve-") as tmp:
+        work = Path(tmp)
+        for name in tasks:
+            task = replace(TASKS[name],
+                           max_seconds=min(TASKS[name].max_seconds, max_seconds or math.inf),
+                           max_steps=min(TASKS[name].max_steps, max_steps or TASKS[name].max_steps))
+            for seed in range(1, seeds + 1):
+                runs.append(run_fastrl(task, seed, work, extra))
+                on_run(runs[-1])
+                for peer in task.peers if peers else ():
+                    runs.append(run_sb3(task, peer, seed, work))
+                    on_run(runs[-1])
+    return runs
+
+
+def _median(values: list[float | None]) -> float | None:
+    """The median, an unsolved run counting as infinitely slow (None: most were unsolved)."""
+    m = statistics.median(math.inf if v is None else v for v in values)
+    return None if math.isinf(m) else m
+
+
+def summarize(runs: list[SolveRun]) -> list[dict]:
+    """One row per task and system: the medians over seeds of the seconds and env steps to
+    solve it (and, for fastrl, to its evaluation target), how many seeds solved, and the
+    ratio of its median seconds to the fastest SB3 variant's."""
+    rows = []
+    for task in dict.fromkeys(r.task for r in runs):
+        systems: dict[str, list[SolveRun]] = {}
+        for r in runs:
+            if r.task == task:
+                systems.setdefault(r.system, []).append(r)
+        medians = {s: _median([r.solved_s for r in rs]) for s, rs in systems.items()}
+        sb3 = [m for s, m in medians.items() if s != "fastrl" and m is not None]
+        fastest = min(sb3) if sb3 else None
+        for system, rs in systems.items():
+            m = medians[system]
+            rows.append({
+                "task": task, "system": system, "runs": len(rs),
+                "solved": sum(r.solved_s is not None for r in rs), "median_s": m,
+                "median_steps": _median([r.solved_step for r in rs]),
+                "median_eval_s": _median([r.eval_s for r in rs]) if system == "fastrl"
+                else None,
+                "ratio_to_fastest_sb3": m / fastest if m is not None and fastest else None,
+            })
+    return rows
+
+
+def print_solve(rows: list[dict]) -> None:
+    """The summary table on the console."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"solve: seconds from process start until the mean return of the last "
+                    f"{WINDOW} training episodes reaches the threshold (medians over seeds)")
+    for col in ("task", "system", "solved", "seconds", "env steps", "fastrl eval s",
+                "× fastest SB3"):
+        t.add_column(col, justify="left" if col in ("task", "system") else "right")
+
+    def fmt(v, spec):
+        return "-" if v is None else format(v, spec)
+
+    for r in rows:
+        t.add_row(r["task"], r["system"], f"{r['solved']}/{r['runs']}",
+                  fmt(r["median_s"], ".1f"), fmt(r["median_steps"], ",.0f"),
+                  fmt(r["median_eval_s"], ".1f"), fmt(r["ratio_to_fastest_sb3"], ".2f"))
+    Console(width=max(Console().width, 120)).print(t)
+
+
+def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
+    """Training return (mean of the last :data:`WINDOW` episodes) against wall seconds, one
+    panel per task, one line per system and seed; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    tasks = list(dict.fromkeys(r.task for r in runs))
+    if not tasks:
+        return False
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
+    colors: dict[str, str] = {}
+    for ax, task in zip(axes[0], tasks):
+        for r in (r for r in runs if r.task == task and r.curve.get("return")):
+            ret = np.asarray(r.curve["return"])
+            k = min(WINDOW, len(ret))
+            mean = np.convolve(ret, np.ones(k) / k, "valid")
+            color = colors.setdefault(r.system, f"C{len(colors)}")
+            ax.plot(r.curve["seconds"][k - 1:], mean, color=color, alpha=0.8,
+                    label=f"{r.system} s{r.seed}")
+        ax.axhline(TASKS[task].threshold, color="k", ls="--", lw=0.8)
+        ax.set_title(task)
+        ax.set_xlabel("seconds from process start")
+        ax.set_ylabel(f"training return (last {WINDOW} episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,59 @@
+"""The bench's solve scenario (fastrl.bench.solve): its criterion and timing on scripted
+return sequences. (Runs of a scripted process and the whole scenario:
+tests/cli/test_bench_solve.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from fastrl.bench.solve import (
+    WINDOW,
+    SolveRun,
+    first_solved,
+    judge,
+    read_rows,
+    summarize,
+)
+
+
+def test_the_criterion_is_the_mean_of_the_last_20_episodes():
+    assert first_solved([500.0] * (WINDOW - 1), 475) is None  # too few episodes
+    assert first_solved([500.0] * WINDOW, 475) == WINDOW - 1
+    # a bad first episode keeps the first window's mean at 474; the next window reaches 499
+    returns = [0.0] + [500.0] * 18 + [480.0, 500.0]
+    assert first_solved(returns, 475) == 20
+    assert first_solved([475.0] * 25, 475) == WINDOW - 1  # reaching counts
+    # negative returns: the window of episodes 4..23 holds 6 of -300 and 14 of -150: -195
+    assert first_solved([-300.0] * 10 + [-150.0] * 30, -200) == 23
+
+
+def test_judge_times_the_solve_from_the_process_start():
+    rows = [{"step": str(100 * (i + 1)), "return": "500", "length": "500",
+             "time": str(1000.0 + i)} for i in range(25)]
+    evals = [{"step": "800", "time": "1005.5", "source": "eval", "return_mean": "400"},
+             {"step": "1600", "time": "1009.5", "source": "eval", "return_mean": "480"}]
+    run = SolveRun("t", "fastrl", 1)
+    judge(run, rows, t0=990.0, threshold=475, evals=evals, eval_target=475)
+    assert (run.solved_s, run.solved_step) == (10.0 + WINDOW - 1, 100 * WINDOW)
+    assert (run.eval_s, run.eval_step) == (19.5, 1600)
+    assert run.steps == 2500 and len(run.curve["seconds"]) == 25
+
+
+def test_summary_counts_an_unsolved_seed_as_slowest():
+    def run(system, seed, s):
+        return SolveRun("t", system, seed, solved_s=s, solved_step=None if s is None else 1)
+
+    rows = summarize([run("fastrl", 1, 2.0), run("fastrl", 2, None), run("fastrl", 3, 4.0),
+                      run("SB3 a", 1, 10.0), run("SB3 a", 2, 8.0), run("SB3 a", 3, 9.0),
+                      run("SB3 b", 1, None), run("SB3 b", 2, None), run("SB3 b", 3, 1.0)])
+    by = {r["system"]: r for r in rows}
+    assert by["fastrl"]["median_s"] == 4.0 and by["fastrl"]["solved"] == 2
+    assert by["SB3 b"]["median_s"] is None  # most seeds unsolved: no median
+    assert by["fastrl"]["ratio_to_fastest_sb3"] == pytest.approx(4.0 / 9.0)
+
+
+def test_a_last_line_still_being_written_is_left_for_the_next_read(tmp_path):
+    path = tmp_path / "e.csv"
+    path.write_text("step,return,length,time\n1,2.0,3,4.0\n5,6.")
+    assert read_rows(path) == [{"step": "1", "return": "2.0", "length": "3", "time": "4.0"}]
+    assert read_rows(tmp_path / "missing.csv") == []

@@ -1,0 +1,71 @@
+"""The bench's solve scenario as processes: a scripted training run stopped once solved or
+at its cap, and the whole scenario with a tiny cap. (Its criterion: tests/bench.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fastrl.bench.solve import WINDOW, SolveRun, judge, read_rows, run_process
+
+SCRIPTED = textwrap.dedent("""
+    import sys, time
+    out, returns = sys.argv[1], [float(r) for r in sys.argv[2].split(",")]
+    with open(out, "w") as f:
+        f.write("step,return,length,time\\n")
+        for i, r in enumerate(returns):
+            time.sleep(0.02)
+            f.write(f"{10 * (i + 1)},{r},1,{time.time()}\\n")
+            f.flush()
+    try:
+        time.sleep(60)  # a training run that goes on until the bench stops it
+    except KeyboardInterrupt:
+        sys.exit(0)
+""")
+
+
+@pytest.mark.timeout(60)
+def test_a_run_is_stopped_as_soon_as_it_has_solved(tmp_path):
+    out = tmp_path / "e.csv"
+    returns = ",".join(["0"] * 5 + ["500"] * WINDOW)
+    run = SolveRun("t", "scripted", 1)
+    # (with one 0 among 19 perfect episodes the mean is 475: short of 480)
+    t0 = run_process([sys.executable, "-c", SCRIPTED, str(out), returns], run, out, 480,
+                     max_steps=10**9, max_seconds=30, log=tmp_path / "log")
+    judge(run, read_rows(out), t0, 480)
+    assert run.solved_step == 10 * (5 + WINDOW) and run.note == ""
+    assert 0 < run.solved_s < run.wall_s < 20  # stopped by SIGINT, not after its sleep
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_does_not_solve_stops_at_its_cap(tmp_path):
+    out = tmp_path / "e.csv"
+    run = SolveRun("t", "scripted", 1)
+    t0 = run_process([sys.executable, "-c", SCRIPTED, str(out), ",".join(["1"] * 30)], run,
+                     out, 475, max_steps=10**9, max_seconds=2, log=tmp_path / "log")
+    judge(run, read_rows(out), t0, 475)
+    assert run.solved_s is None and run.note == "capped" and 2 <= run.wall_s < 20
+    assert run.steps == 300
+
+
+@pytest.mark.timeout(300)
+def test_the_scenario_runs_fastrl_and_sb3_and_reports(tmp_path, no_shm_residue):
+    pytest.importorskip("stable_baselines3")  # (the test extra installs it)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fastrl.bench", "--scenario", "solve", "--solve-tasks",
+         "cartpole-dqn", "--seeds", "1", "--solve-max-seconds", "6", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr
+    assert "solve: seconds from process start" in proc.stdout
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    runs = {r["system"]: r for r in doc["solve"]["runs"]}
+    assert set(runs) == {"fastrl", "SB3 DQN"}
+    for r in runs.values():  # a 6 s cap: both started, logged episodes, then were stopped
+        assert r["steps"] > 0 and r["curve"]["return"] and 6 <= r["wall_s"] < 120, r["note"]
+        assert r["solved_s"] is None and r["note"] == "capped"
+    assert {r["system"] for r in doc["solve"]["summary"]} == {"fastrl", "SB3 DQN"}
+    assert (tmp_path / "solve.png").stat().st_size > 0
