@@ -25,7 +25,7 @@ from helpers import (
     wait_training,
 )
 
-from fastrl.checkpoint import latest_valid
+from fastrl.checkpoint import checkpoints_dir, latest_valid, verify
 from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource
 
@@ -138,3 +138,22 @@ def test_killed_learner_stops_the_run_and_names_the_checkpoint_to_resume(launch,
     assert resumed.returncode == 0, resumed.stderr
     assert last_json(resumed.stdout)["global_step"] == ckpt.global_step + 512
     assert f"at global step {ckpt.global_step:,}" in resumed.stderr
+
+
+def test_checkpoints_written_beside_training_are_complete_or_absent_after_a_kill(
+        launch, tmp_path):
+    # A checkpoint every 256 steps of a model big enough that its write takes a while (a
+    # thread writes it while training goes on): killed at a random moment, the learner
+    # leaves each checkpoint folder whole (its manifest and checksums agree) or none.
+    proc = launch([*ENDLESS, "log.checkpoint_every_steps=256", "log.keep_checkpoints=100",
+                   "algo.hidden_sizes=[512,512]"])
+    learner = wait_training(proc, tmp_path)[0]
+    run = run_dir_of(tmp_path)
+    wait_for(lambda: latest_valid(run)[0] is not None, proc, 60)
+    time.sleep(random.uniform(0.0, 1.0))
+    learner.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    folders = [p for p in checkpoints_dir(run).iterdir() if not p.name.startswith(".tmp-")]
+    assert folders
+    for folder in folders:
+        verify(folder)  # raises CheckpointError for a partial one
