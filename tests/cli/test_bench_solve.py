@@ -1,5 +1,6 @@
 """The bench's solve scenario as processes: a scripted training run stopped once solved or
-at its cap, and the whole scenario with a tiny cap. (Its criterion: tests/bench/test_solve_criterion.py.)"""
+at its cap, and the whole scenario with a tiny cap. (Its criterion:
+tests/bench/test_solve_criterion.py.)"""
 
 from __future__ import annotations
 
