@@ -57,14 +57,14 @@ class Task:
 
 TASKS: dict[str, Task] = {t.name: t for t in (
     Task("cartpole-ppo", "cartpole_ppo.yaml", 475.0, (
-        Peer("SB3 PPO DummyVecEnv", ("--algo", "ppo", "--vec", "dummy")),
-        Peer("SB3 PPO SubprocVecEnv", ("--algo", "ppo", "--vec", "subproc")),
+        Peer("SB3 PPO DummyVecEnv", ("--algo", "PPO", "--vec", "dummy")),
+        Peer("SB3 PPO SubprocVecEnv", ("--algo", "PPO", "--vec", "subproc")),
     ), max_steps=500_000, max_seconds=300.0),
     Task("cartpole-dqn", "cartpole_dqn.yaml", 475.0, (
-        Peer("SB3 DQN", ("--algo", "dqn")),
+        Peer("SB3 DQN", ("--algo", "DQN")),
     ), max_steps=200_000, max_seconds=300.0),
     Task("pendulum-sac", "pendulum_sac.yaml", -200.0, (
-        Peer("SB3 SAC", ("--algo", "sac")),
+        Peer("SB3 SAC", ("--algo", "SAC")),
     ), max_steps=30_000, max_seconds=400.0),
 )}
 
