@@ -87,24 +87,25 @@ def pytest_sessionstart(session):
     git_sha()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    """Fixtures of unit tests start no process either (a shared run is a serial one)."""
+def guarded(item):
+    """A hook wrapper's body: a unit test's phase runs with no process started."""
     if is_unit(item):
         with no_processes(item.nodeid):
             yield
     else:
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """Fixtures of unit tests start no process either (a shared run is a serial one)."""
+    yield from guarded(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     """The test body of a unit test starts no process."""
-    if is_unit(item):
-        with no_processes(item.nodeid):
-            yield
-    else:
-        yield
+    yield from guarded(item)
 
 
 # --- /dev/shm and launched runs -------------------------------------------------------------

@@ -11,6 +11,8 @@ import contextlib
 import io
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -204,6 +206,22 @@ def wait_for(ready, proc: subprocess.Popen, timeout: float = 120) -> None:
         assert proc.poll() is None and time.monotonic() < deadline, \
             proc.communicate(timeout=30)
         time.sleep(0.2)
+
+
+def kill_then_stop(proc: subprocess.Popen, run: Path, victim: psutil.Process,
+                   timeout: float = 60) -> str:
+    """SIGKILL ``victim`` (a worker of the run ``proc``, training in ``run``) at a random
+    moment, let the run make 10 updates after the restart, then stop it with SIGTERM; asserts
+    that it stopped cleanly after one restart and returns its stderr."""
+    time.sleep(random.uniform(0, 0.5))
+    victim.send_signal(signal.SIGKILL)
+    wait_for(lambda: updates_after_restart(run) >= 10, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
+    result = last_json(out)
+    assert result["restarts"] == 1 and result["stopped_by_signal"], result
+    return err
 
 
 def all_gone(procs: list[psutil.Process], timeout: float = 15) -> bool:

@@ -7,12 +7,11 @@ no clipping, no minibatches. Advantages and bootstrapping are PPO's (GAE with
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING
 
 import torch
 
-from fastrl.algos.base import Algorithm, DataMode, set_lr
+from fastrl.algos.base import Algorithm, DataMode, changed_from_default, set_lr
 from fastrl.algos.ppo import PPO, explained_variance
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
@@ -49,8 +48,7 @@ class A2C(PPO):
 
 def check_config(cfg: MainConfig) -> None:
     """Refuse PPO's keys that a2c would silently ignore."""
-    defaults = {f.name: f.default for f in fields(cfg.algo)}
-    changed = [k for k in UNUSED if getattr(cfg.algo, k) != defaults[k]]
+    changed = changed_from_default(cfg.algo, UNUSED)
     if changed:
         raise ConfigError(f"config key 'algo.{changed[0]}={getattr(cfg.algo, changed[0])}' "
                           "does not apply to algo.name=a2c, which takes one unclipped step "

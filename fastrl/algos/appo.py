@@ -11,12 +11,12 @@ policy's log-probabilities (``log_prob`` in the slot), as Sample Factory does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from fastrl.algos.base import Algorithm, DataMode
+from fastrl.algos.base import Algorithm, DataMode, changed_from_default
 from fastrl.algos.ppo import PPO, check_minibatches
 from fastrl.algos.vtrace import vtrace
 from fastrl.core.errors import ConfigError
@@ -82,8 +82,7 @@ def check_config(cfg: MainConfig) -> None:
             f"config key 'algo.appo.batch_slots={cfg.batch_slots}' is more slots than the "
             f"rings hold (infra.num_workers*infra.ring_slots={ring_capacity}): the learner "
             "would wait for good; lower it or raise infra.ring_slots")
-    default = {f.name: f.default for f in fields(cfg.algo)}["gae_lambda"]
-    if cfg.algo.gae_lambda != default:
+    if changed_from_default(cfg.algo, ["gae_lambda"]):
         raise ConfigError(f"config key 'algo.gae_lambda={cfg.algo.gae_lambda}' is GAE's, "
                           "which appo does not use: set algo.appo.vtrace_lambda instead")
 

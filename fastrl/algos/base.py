@@ -12,8 +12,8 @@ compares algorithm names.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
@@ -148,6 +148,13 @@ class ReplayConfig:
     max_ahead_steps: int = setting(
         1024, "how far (env steps) collection may run ahead of that ratio, or training behind "
         "it, before one side waits for the other", gt=0)
+
+
+def changed_from_default(algo: AlgoConfig, names: Iterable[str]) -> list[str]:
+    """Those of the ``algo`` config's fields ``names`` set to other than their default (an
+    algorithm refuses the keys it would ignore)."""
+    defaults = {f.name: f.default for f in fields(algo)}
+    return [name for name in names if getattr(algo, name) != defaults[name]]
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -72,18 +72,32 @@ def write_json(path: Path, args: dict, results: list[Result], repeats: list[list
     return doc
 
 
-def plot_scaling(path: Path, results: list[Result], raw_rate: float | None) -> bool:
-    """steps/s against worker processes, one line per system, with the ideal line
-    (workers × the raw single-env loop). False when matplotlib is not installed or nothing
-    was measured."""
-    if not any(r.steps for r in results):
-        return False
+def pyplot():
+    """matplotlib's pyplot drawing to files only (the Agg backend), or None when matplotlib
+    is not installed (the bench extra installs it)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def save_figure(plt, fig, path: Path) -> None:
+    """Write ``fig`` to ``path`` (PNG) and free it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_scaling(path: Path, results: list[Result], raw_rate: float | None) -> bool:
+    """steps/s against worker processes, one line per system, with the ideal line
+    (workers × the raw single-env loop). False when matplotlib is not installed or nothing
+    was measured."""
+    plt = pyplot() if any(r.steps for r in results) else None
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
     systems: dict[str, list[Result]] = {}
@@ -101,9 +115,7 @@ def plot_scaling(path: Path, results: list[Result], raw_rate: float | None) -> b
     ax.set_yscale("log")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True
 
 

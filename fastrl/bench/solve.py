@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastrl.bench.report import pyplot, save_figure
 from fastrl.config import load_config
 
 WINDOW = 20  # training episodes in the solve criterion's mean
@@ -228,9 +229,9 @@ def run_solve(tasks: list[str], seeds: int, extra: list[str] = (), peers: bool =
     with tempfile.TemporaryDirectory(prefix="fastrl-solve-") as tmp:
         work = Path(tmp)
         for name in tasks:
-            task = replace(TASKS[name],
-                           max_seconds=min(TASKS[name].max_seconds, max_seconds or math.inf),
-                           max_steps=min(TASKS[name].max_steps, max_steps or TASKS[name].max_steps))
+            task = TASKS[name]
+            task = replace(task, max_seconds=min(task.max_seconds, max_seconds or math.inf),
+                           max_steps=min(task.max_steps, max_steps or task.max_steps))
             for seed in range(1, seeds + 1):
                 runs.append(run_fastrl(task, seed, work, extra))
                 on_run(runs[-1])
@@ -296,15 +297,9 @@ def print_solve(rows: list[dict]) -> None:
 def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
     """Training return (mean of the last :data:`WINDOW` episodes) against wall seconds, one
     panel per task, one line per system and seed; False without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
     tasks = list(dict.fromkeys(r.task for r in runs))
-    if not tasks:
+    plt = pyplot() if tasks else None
+    if plt is None:
         return False
     fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
     colors: dict[str, str] = {}
@@ -322,7 +317,5 @@ def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
         ax.set_ylabel(f"training return (last {WINDOW} episodes)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return True

@@ -83,20 +83,14 @@ def fit(trainer: fastrl.Trainer) -> RunResult:
 
 
 @pytest.mark.slow
-def test_custom_env_example_learns(tmp_path, no_shm_residue):
-    trainer = fastrl.Trainer(custom_env.config(f"log.run_dir={tmp_path}"),
-                             env_fn=custom_env.make_env)
+@pytest.mark.parametrize("example, env_fns, controller", [
+    (custom_env, {"env_fn": custom_env.make_env}, walk_to_goal),
+    (batched_sim, {"vector_env_fn": batched_sim.make_sim}, hold_setpoint),
+], ids=["custom_env", "batched_sim"])
+def test_example_learns(tmp_path, no_shm_residue, example, env_fns, controller):
+    trainer = fastrl.Trainer(example.config(f"log.run_dir={tmp_path}"), **env_fns)
     result = fit(trainer)
-    closed = gap_closed(trainer, result.eval["return_mean"], ArrayPolicy(walk_to_goal))
-    assert closed >= GAP_CLOSED, (closed, result.eval)
-
-
-@pytest.mark.slow
-def test_batched_sim_example_learns(tmp_path, no_shm_residue):
-    trainer = fastrl.Trainer(batched_sim.config(f"log.run_dir={tmp_path}"),
-                             vector_env_fn=batched_sim.make_sim)
-    result = fit(trainer)
-    closed = gap_closed(trainer, result.eval["return_mean"], ArrayPolicy(hold_setpoint))
+    closed = gap_closed(trainer, result.eval["return_mean"], ArrayPolicy(controller))
     assert closed >= GAP_CLOSED, (closed, result.eval)
 
 

@@ -15,6 +15,7 @@ from helpers import (
     ENDLESS,
     ONE_WORKER,
     TINY,
+    kill_then_stop,
     last_json,
     resume_main,
     run_dir_of,
@@ -37,17 +38,9 @@ def test_killed_worker_is_restarted_and_training_goes_on(launch, tmp_path):
     # never hand over torn data; its replacement's slots go on training the policy. PPO
     # waits for every worker's slot: each update after the restart had the new worker's.
     proc = launch(["infra.check_slots=true", "seed=2", *ENDLESS, "log.metrics_every_s=0"])
-    kids = wait_training(proc, tmp_path)
+    victim = wait_training(proc, tmp_path)[-1]  # started last: worker 1
     run = run_dir_of(tmp_path)
-    time.sleep(random.uniform(0, 0.5))
-    victim = kids[-1]  # started last: worker 1
-    victim.send_signal(signal.SIGKILL)
-    wait_for(lambda: updates_after_restart(run) >= 10, proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    result = last_json(out)
-    assert result["restarts"] == 1 and result["stopped_by_signal"], result
+    err = kill_then_stop(proc, run, victim)
     assert f"restart 1: worker 1 (pid {victim.pid}) was killed by SIGKILL" in err
     assert max(v for _, v in tb(run, "supervisor/restarts")) == 1
     assert all(v < 60 for _, v in tb(run, "supervisor/heartbeat_age_max_s"))

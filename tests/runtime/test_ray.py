@@ -22,6 +22,7 @@ from helpers import (
     STRAIGHT_STEPS,
     TINY,
     all_gone,
+    kill_then_stop,
     last_json,
     remote_workers,
     resume_main,
@@ -29,8 +30,6 @@ from helpers import (
     run_train,
     same_weights,
     train_main,
-    updates_after_restart,
-    wait_for,
     wait_updates,
 )
 
@@ -95,16 +94,8 @@ def test_killed_actor_is_restarted_and_training_goes_on(ray_address, launch, tmp
     proc = launch([*RAY, f"infra.ray_address={ray_address}", "infra.check_slots=true",
                    "seed=2", *ENDLESS, "log.metrics_every_s=0"])
     wait_updates(proc, tmp_path)
-    run = run_dir_of(tmp_path)
-    time.sleep(random.uniform(0, 0.5))
     victim = remote_workers()[0]
-    victim.send_signal(signal.SIGKILL)
-    wait_for(lambda: updates_after_restart(run) >= 10, proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 0, err
-    result = last_json(out)
-    assert result["restarts"] == 1 and result["stopped_by_signal"], result
+    err = kill_then_stop(proc, run_dir_of(tmp_path), victim, timeout=90)
     assert f"(Ray actor pid {victim.pid} on " in err, err
     assert "restart 1: worker" in err and "was killed by SIGKILL" in err, err
 
