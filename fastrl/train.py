@@ -15,6 +15,13 @@ import argparse
 import json
 import sys
 
+from fastrl.core.forkserver import start_fork_server
+
+if __name__ == "__main__":
+    # Before the imports below: the fork server imports torch and fastrl on one core while
+    # this process does on another, and the learner and workers then start in milliseconds.
+    start_fork_server()
+
 from fastrl.config import field_docs, load_config
 from fastrl.describe import config_and_overrides, describe, summary
 from fastrl.errors import INPUT_ERRORS

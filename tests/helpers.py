@@ -154,9 +154,15 @@ def last_json(out: str) -> dict:
 
 
 def spawned_children(proc: subprocess.Popen) -> list[psutil.Process]:
-    """The supervisor's learner and workers, in start order (learner first)."""
-    kids = [c for c in psutil.Process(proc.pid).children()
-            if "spawn_main" in " ".join(c.cmdline())]
+    """The supervisor's learner and workers, in start order (learner first): the children of
+    its fork server (fastrl.core.forkserver)."""
+    kids = []
+    for server in psutil.Process(proc.pid).children():
+        try:
+            if "forkserver" in " ".join(server.cmdline()):
+                kids += server.children()
+        except psutil.NoSuchProcess:
+            pass
     return sorted(kids, key=lambda c: (c.create_time(), c.pid))
 
 

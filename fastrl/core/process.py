@@ -13,27 +13,31 @@ import numpy as np
 import torch
 
 from fastrl.core.errors import ExplainedError
+from fastrl.core.forkserver import STOP_SIGNALS, release_fork_server
 
 PR_SET_PDEATHSIG = 1
-# What a terminal or a service manager sends to stop a run (to the whole process group).
-STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
 def become_child(parent_pid: int) -> None:
-    """First thing a learner or worker does.
+    """First thing a learner, worker or checkpoint evaluation does; ``parent_pid`` is the
+    fork server that forked it (fastrl.core.forkserver).
 
     It ignores SIGINT and SIGTERM (a terminal's Ctrl-C or a service manager's SIGTERM reaches
-    the whole process group; the supervisor turns them into a stop flag). They were blocked
-    since the fork (see Supervisor._start); ignoring them discards any that came meanwhile.
-    It also asks Linux to SIGKILL it when the supervisor dies, so that a hung env can never
-    outlive the run.
+    the whole process group; the supervisor turns them into a stop flag). The fork server
+    ignores them already (fastrl.core.forkserver), so no child dies of one before this.
+    It also asks Linux to SIGKILL it when its parent dies, and lets the fork server go
+    (release_fork_server): the server exits with the supervisor, so that a hung env can
+    never outlive the run.
     """
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    # (the server may have been started with them blocked, and a fork inherits the mask; a
+    # worker's own SIGTERM handler must see them)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
+    release_fork_server()
+    if os.getppid() != parent_pid:  # the server died before prctl took effect
         os._exit(1)
 
 

@@ -75,7 +75,8 @@ class CheckpointEvals:
                                          "before it could be evaluated (log.keep_checkpoints)")
                 continue
             self.evaluating = checkpoint
-            self.children.spawn("eval", run_checkpoint_eval, os.getpid(), checkpoint,
+            self.children.spawn("eval", run_checkpoint_eval, self.children.parent_pid(),
+                                checkpoint,
                                 str(checkpoint_eval_path(self.run_dir, checkpoint)),
                                 self.plan.env, self.plan.policy_spec)
             return

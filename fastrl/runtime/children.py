@@ -3,14 +3,14 @@ worker actors, which present the same process interface: starting, naming, endin
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fastrl.core.process import STOP_SIGNALS, read_crash
+from fastrl.core.forkserver import child_context, start_fork_server
+from fastrl.core.process import read_crash
 
 POLL_S = 0.05
 # The learner may be evaluating, waiting up to PARK_WAIT_S (20 s) for the workers to park,
@@ -25,23 +25,22 @@ class Children:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.ctx = mp.get_context("spawn")  # CUDA, OpenMP and numba threads do not survive fork
+        self.ctx = child_context()  # (fastrl.core.forkserver: not a fork of this process)
         self.procs: dict[str, Any] = {}
         self.started_ns: dict[str, int] = {}
 
+    @staticmethod
+    def parent_pid() -> int:
+        """The pid of the process that forks every child (the fork server, started now if it
+        is not running): what a child's ``become_child`` checks its parent against."""
+        return start_fork_server()
+
     def spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
         """Start ``target(*args)`` in a new process, child ``name``."""
-        # A terminal's Ctrl-C (or a group SIGTERM) reaches every process of the group, and a
-        # child still importing torch would die of it. A child inherits the forking thread's
-        # signal mask, so it starts with both blocked until it ignores them (become_child);
-        # here they stay pending, or another thread's handler takes them: none is lost.
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            proc = self.ctx.Process(target=target, args=args, name=f"fastrl {name}",
-                                    daemon=True)
-            proc.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        # (It is forked by the fork server, which ignores SIGINT and SIGTERM: so does the
+        # child until become_child, and a Ctrl-C to the process group cannot kill it early.)
+        proc = self.ctx.Process(target=target, args=args, name=f"fastrl {name}", daemon=True)
+        proc.start()
         self.track(name, proc)
 
     def track(self, name: str, proc: Any) -> None:

@@ -4,7 +4,6 @@ all."""
 
 from __future__ import annotations
 
-import os
 import queue
 import time
 
@@ -29,8 +28,8 @@ class LocalRuntime(Runtime):
         memory = run.memory
         self.metrics = run.children.ctx.Queue()
         run.children.spawn("learner", run_learner, LearnerSpec(
-            run.plan, memory.ring_names, memory.weights_name, str(run.run_dir), os.getpid(),
-            run.resume), self.metrics)
+            run.plan, memory.ring_names, memory.weights_name, str(run.run_dir),
+            run.children.parent_pid(), run.resume), self.metrics)
         for i in range(run.plan.cfg.infra.num_workers):
             self.start_worker(run, i, run.worker_states.get(i))
         self.watch(run)
@@ -41,7 +40,7 @@ class LocalRuntime(Runtime):
         memory = run.memory
         run.children.spawn(f"worker {i}", run_worker, WorkerSpec(
             run.plan, i, memory.ring_names[i], memory.weights_name, str(run.run_dir),
-            os.getpid(), memory.rings[i].get(INCARNATION), parked))
+            run.children.parent_pid(), memory.rings[i].get(INCARNATION), parked))
 
     def watch(self, run: RunState) -> None:
         """Forward metrics until the learner reports its result; restart failed workers;

@@ -41,7 +41,8 @@ import numpy as np
 
 from fastrl.checkpoint import describe_latest, parked_path
 from fastrl.core.files import write_atomically
-from fastrl.core.process import STOP_SIGNALS, write_crash
+from fastrl.core.forkserver import STOP_SIGNALS
+from fastrl.core.process import write_crash
 from fastrl.memory.ring import HEARTBEAT_NS, INCARNATION, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fastrl.core.process import STOP_SIGNALS
+from fastrl.core.forkserver import STOP_SIGNALS
 
 
 class StopRequests:

@@ -1,0 +1,84 @@
+"""The fork server that starts every child of a run (learner, workers, checkpoint
+evaluations).
+
+A child started with ``spawn`` is a fresh interpreter that imports torch and fastrl again:
+over a second of CPU each, serialised on a small machine before the first env step. The
+fork server is a fresh interpreter too (no CUDA context, no threads, nothing of the caller's
+state), started once per supervisor process, that imports :data:`PRELOAD` once; each child
+is then a ``fork`` of it, ready in milliseconds. ``python -m fastrl.train`` starts it before
+importing torch itself, so that the two imports run side by side.
+
+This module imports only the standard library: it runs before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import forkserver
+from multiprocessing.context import BaseContext
+
+#: What a terminal or a service manager sends to stop a run (to the whole process group).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+#: The modules the fork server imports once: the entry points of every child (and with
+#: them torch, numpy, numba, gymnasium and the rest of fastrl they use).
+PRELOAD = ("fastrl.learner.learner", "fastrl.rollout.worker",
+           "fastrl.runtime.checkpoint_evals")
+
+
+def child_context() -> BaseContext:
+    """The multiprocessing context every child of a run is started with."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))  # (only read when the server starts)
+    return ctx
+
+
+def start_fork_server() -> int:
+    """Start the fork server unless it is running; return its pid (the parent of every
+    child, see :func:`fastrl.core.process.become_child`)."""
+    child_context()
+    with _stop_signals_ignored():
+        forkserver.ensure_running()
+    return forkserver._forkserver._forkserver_pid  # (no public accessor)
+
+
+@contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    """Ignore :data:`STOP_SIGNALS` meanwhile, so that the fork server started now ignores
+    them for good, and so do its children until ``become_child``.
+
+    A terminal's Ctrl-C (or a service manager's SIGTERM) reaches the whole process group;
+    the server must outlive it, since the supervisor turns it into a graceful stop. An
+    ignored disposition is what survives the server's exec (Python resets the signal mask
+    of the processes it starts). The signals stay blocked meanwhile: one that comes now is
+    delivered to the caller's own handler afterwards. Handlers can only be changed from the
+    main thread; started from another, the server is not protected.
+    """
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS} if main else {}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def release_fork_server() -> None:
+    """In a child: close its copy of the fork server's "alive" pipe.
+
+    The server runs while any process holds that pipe's write end, and every child gets
+    one. Without it, only the supervisor holds the pipe: the server exits when the
+    supervisor dies, and the child's parent-death signal (set by ``become_child``) then
+    ends the child too, instead of leaving it running as an orphan.
+    """
+    server = forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)  # (no public accessor)
+    if fd is not None:
+        os.close(fd)
+        server._forkserver_alive_fd = None
