@@ -75,7 +75,6 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
-from torch.distributions import Distribution
 
 from fastrl.envs.contract import EnvError
 from fastrl.envs.source import load_factory
@@ -139,23 +138,23 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
         if self.continuous:
             self.log_std = nn.Parameter(torch.zeros(int(np.prod(self.act_shape))))
 
-    def _dist_value(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+    def _head_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         head, value = self.body(self.obs_features(obs))
-        return self._dist(head), value.reshape(head.shape[:-1])  # [B, 1] or [B] -> [B]
+        return head, value.reshape(head.shape[:-1])  # [B, 1] or [B] -> [B]
 
     def act(self, obs: torch.Tensor, deterministic: bool = False):
         """``(action, log_prob, value)``; ``deterministic`` takes the mode."""
-        dist, value = self._dist_value(obs)
-        return (*self._choose(dist, deterministic), value)
+        head, value = self._head_value(obs)
+        return (*self._choose(self._dist(head), deterministic), value)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""
-        dist, value = self._dist_value(obs)
-        return (*self._log_prob_entropy(dist, self._flat_action(action)), value)
+        head, value = self._head_value(obs)
+        return (*self._log_prob_entropy(head, self._flat_action(action)), value)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``[B]``."""
-        return self._dist_value(obs)[1]
+        return self._head_value(obs)[1]
 
 
 # --- building a user's policy -------------------------------------------------------------

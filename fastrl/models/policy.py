@@ -69,10 +69,18 @@ class PolicyHead:
             return Normal(head, self.log_std.exp(), validate_args=validate)
         return Categorical(logits=head, validate_args=validate)
 
-    def _log_prob_entropy(self, dist: Distribution, flat_action: torch.Tensor):
+    def _log_prob_entropy(self, head: torch.Tensor, flat_action: torch.Tensor):
+        """``(log_prob, entropy)`` of flat actions under the head's distribution (the
+        learner's hot loop). Discrete from one log-softmax: a Categorical would normalise
+        the logits for each and check its arguments, a dozen more small ops per step."""
         if self.continuous:
+            dist = self._dist(head)
             return dist.log_prob(flat_action).sum(-1), dist.entropy().sum(-1)
-        return dist.log_prob(flat_action), dist.entropy()
+        log_p = head.log_softmax(-1)
+        log_prob = log_p.gather(-1, flat_action.unsqueeze(-1)).squeeze(-1)
+        # (clamped: a class masked with a -inf logit adds 0 * finite, not 0 * -inf = nan)
+        entropy = -(log_p.exp() * log_p.clamp(min=torch.finfo(log_p.dtype).min)).sum(-1)
+        return log_prob, entropy
 
     def _choose(self, dist: Distribution, deterministic: bool):
         """``(action, log_prob)``: the mode (argmax / mean) or a sample, as stored."""
@@ -80,9 +88,9 @@ class PolicyHead:
             flat = dist.mean if self.continuous else dist.probs.argmax(-1)
         else:
             flat = dist.sample()
-        log_prob, _ = self._log_prob_entropy(dist, flat)
+        log_prob = dist.log_prob(flat)
         if self.continuous:
-            return flat.reshape(*flat.shape[:-1], *self.act_shape), log_prob
+            return flat.reshape(*flat.shape[:-1], *self.act_shape), log_prob.sum(-1)
         return flat + self._act_start, log_prob
 
     def _flat_action(self, action: torch.Tensor) -> torch.Tensor:
@@ -135,8 +143,7 @@ class ActorCritic(PolicyHead, nn.Module):
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""
         x = self._features(obs)
-        log_prob, entropy = self._log_prob_entropy(self._dist(self.actor(x)),
-                                                   self._flat_action(action))
+        log_prob, entropy = self._log_prob_entropy(self.actor(x), self._flat_action(action))
         return log_prob, entropy, self.critic(x).squeeze(-1)
 
 

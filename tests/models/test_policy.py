@@ -21,6 +21,21 @@ def test_box_actions_have_gaussian_log_probs_and_entropy():
     assert torch.equal(mode, policy.act(obs, deterministic=True)[0])
 
 
+def test_discrete_log_probs_and_entropy_are_the_categorical_s_even_with_masked_logits():
+    policy = ActorCritic(spaces.Box(-1, 1, (3,)), spaces.Discrete(4, start=2), [8])
+    logits = torch.randn(6, 4) * 3
+    logits[0, 1] = -torch.inf  # a class a user's module masks out
+    actions = torch.tensor([0, 2, 3, 1, 0, 2])
+    logp, ent = policy._log_prob_entropy(logits, actions)
+    dist = torch.distributions.Categorical(logits=logits)
+    assert torch.allclose(logp, dist.log_prob(actions)) and torch.allclose(ent, dist.entropy())
+    assert torch.isfinite(ent).all()
+    # and through evaluate(): stored actions carry the start offset
+    obs = torch.randn(6, 3)
+    action, logp_act, _ = policy.act(obs)
+    assert torch.allclose(policy.evaluate(obs, action)[0], logp_act)
+
+
 def test_discrete_observations_are_one_hot_and_time_major_batches_work():
     policy = ActorCritic(spaces.Discrete(5), spaces.Discrete(3), [8])
     obs = torch.tensor([[0, 4], [2, 1]])
