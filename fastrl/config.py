@@ -136,7 +136,8 @@ class InfraConfig:
         False, "workers stamp every slot with a CRC32 that the learner verifies (torn data)"
     )
     learner_timeout_s: float = setting(
-        300.0, "a learner silent this long (one update or eval step) is reported hung", gt=0
+        300.0, "a learner (one update) or periodic evaluation (one env step) silent this "
+        "long is reported hung", gt=0
     )
     learner_threads: int = setting(1, "torch threads of the learner process", gt=0)
     pin_workers: bool = setting(False, "pin worker i to CPU core i mod cores")

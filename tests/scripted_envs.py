@@ -15,12 +15,13 @@ import numpy as np
 
 class CountEnv(gym.Env):
     """Observation ``[100 * episode + t]``; reward 1 every real step; terminates after
-    ``terminate_at`` steps (never when 0). Truncation comes from ``max_episode_steps``."""
+    ``terminate_at`` steps (never when 0). Truncation comes from ``max_episode_steps``.
+    With ``pid_log`` every env appends the pid of the process that made it to that file."""
 
     metadata: dict = {"render_modes": []}
 
     def __init__(self, terminate_at: int = 0, fail_at_step: int = 0, hang_at_step: int = 0,
-                 hang_marker: str = "", hang_once: bool = False):
+                 hang_marker: str = "", hang_once: bool = False, pid_log: str = ""):
         self.observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.terminate_at = terminate_at
@@ -31,6 +32,9 @@ class CountEnv(gym.Env):
         self.episode = -1
         self.t = 0
         self.total = 0
+        if pid_log:
+            with open(pid_log, "a") as f:
+                f.write(f"{os.getpid()}\n")
 
     def _obs(self):
         return np.array([100 * self.episode + self.t], np.float32)

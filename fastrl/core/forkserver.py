@@ -27,7 +27,7 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 #: The modules the fork server imports once: the entry points of every child (and with
 #: them torch, numpy, numba, gymnasium and the rest of fastrl they use).
 PRELOAD = ("fastrl.learner.learner", "fastrl.rollout.worker",
-           "fastrl.runtime.checkpoint_evals")
+           "fastrl.runtime.checkpoint_evals", "fastrl.runtime.periodic_evals")
 
 
 def child_context() -> BaseContext:

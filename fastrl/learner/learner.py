@@ -34,17 +34,21 @@ from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import flat_params, param_shapes
+from fastrl.models.policy import flat_params, load_flat_params, param_shapes
 from fastrl.plan import RunPlan
 
 MAX_UPDATES_PER_ROUND = 64  # off-policy: updates between looks at the rings and schedule
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
+# Weights sent for evaluation that are kept, the newest (besides those being evaluated): the
+# supervisor evaluates one at a time and keeps only the newest request waiting.
+KEEP_SENT_WEIGHTS = 2
 
 
 @dataclass
 class LearnerSpec:
-    """Everything the learner process needs, picklable for ``spawn``; ``resume`` is the
-    checkpoint folder to continue from."""
+    """Everything the learner process needs, picklable; ``resume`` is the checkpoint folder
+    to continue from; with ``evaluate_elsewhere`` periodic evaluations are the supervisor's
+    (fastrl.runtime.periodic_evals), sent the weights, and the learner never stops for one."""
 
     plan: RunPlan
     ring_names: list[str]
@@ -52,6 +56,7 @@ class LearnerSpec:
     run_dir: str
     parent_pid: int
     resume: str | None = None
+    evaluate_elsewhere: bool = False
 
 
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
@@ -160,6 +165,7 @@ class Learner:
         self._last: dict[str, float] = {}  # on-policy: lr and ring occupancy of the last update
         self._next_report = time.monotonic()
         self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
+        self._sent: dict[int, np.ndarray] = {}  # weights sent for evaluation, by env step
         if spec.resume:
             self._restore(Path(spec.resume) / "learner.pt")
 
@@ -278,8 +284,24 @@ class Learner:
             wait_until(ready, self._should_stop)
 
     def _evaluate(self) -> None:
+        """The periodic evaluation that is due: sent to the supervisor with a copy of the
+        weights (``evaluate_elsewhere``), else run here."""
         log = self.cfg.log
-        suite = SeedSuite.of(log)
+        if self.spec.evaluate_elsewhere:
+            params = flat_params(self.policy)
+            self._sent[self.global_step] = params
+            judged = self.weights.eval_step()
+            for step in sorted(self._sent)[:-KEEP_SENT_WEIGHTS]:
+                if step != judged:
+                    del self._sent[step]
+            self.metrics.put(("evaluate", self.global_step, {"params": params}))
+        else:
+            self._evaluate_here()
+        while self.next_eval <= self.global_step:  # advanced only once it is done or sent
+            self.next_eval += log.eval_every_steps
+
+    def _evaluate_here(self) -> None:
+        suite = SeedSuite.of(self.cfg.log)
         self.policy.eval()
         with self.timer.stage("evaluate"):
             result = evaluate(self.policy, self.spec.plan.env, suite.seeds, self.device,
@@ -287,14 +309,23 @@ class Learner:
                               episodes_per_seed=suite.episodes_per_seed)
         self.policy.train()
         self.last_eval, self.eval_step = result, self.global_step
-        while self.next_eval <= self.global_step:  # advanced only once the evaluation is done
-            self.next_eval += log.eval_every_steps
         self.metrics.put(("eval", self.global_step, result))
 
     def _solved(self) -> bool:
+        """This process's last evaluation, or the supervisor's of weights it was sent,
+        reached the target return."""
         target = self.cfg.algo.target_return
-        return target is not None and self.last_eval is not None and \
-            self.last_eval["return_mean"] >= target
+        return self.weights.solved_step() is not None or (
+            target is not None and self.last_eval is not None and
+            self.last_eval["return_mean"] >= target)
+
+    def _take_solving_weights(self) -> None:
+        """Solved elsewhere: go back to the weights that reached the target (training went
+        on while they were evaluated), so that model.pt and the final checkpoint hold the
+        policy that was judged."""
+        params = self._sent.get(self.weights.solved_step())
+        if params is not None:
+            load_flat_params(self.policy, params)
 
     # --- on-policy: staged batches ---------------------------------------------------------
     def _enough_ready(self) -> bool:
@@ -461,8 +492,8 @@ class Learner:
                 if self.global_step >= algo.total_steps or \
                         time.monotonic() >= self._next_report:
                     self._report()
-                if self.global_step >= self.next_eval:
-                    self._evaluate()
+                if self.next_eval <= self.global_step < algo.total_steps:
+                    self._evaluate()  # (the last one follows at the end)
                 if self.next_checkpoint <= self.global_step < algo.total_steps:
                     with self.timer.stage("checkpoint"):  # (the final one follows at the end)
                         self._checkpoint(final=False)
@@ -471,8 +502,10 @@ class Learner:
             if self.window.updates:  # solved between two reports
                 self._report()
             self.weights.mark_done()  # workers may park while we evaluate
-            if self.global_step and self.eval_step != self.global_step:
-                self._evaluate()
+            if self.weights.solved_step() is not None:
+                self._take_solving_weights()
+            elif self.global_step and self.eval_step != self.global_step:
+                self._evaluate_here()  # the last one: nothing waits for it any more
         except Stopped:
             self.stopped = True  # save what we have; the evaluation in progress is dropped
         finally:

@@ -4,8 +4,11 @@ Header lines (one int64 per 64-byte line): ``SEQ`` (odd while the learner writes
 ``VERSION`` (number of learner updates behind these weights), ``STOP`` (the supervisor asks
 every process to stop), ``DONE`` (the learner needs no more data), ``LEARNER_BEAT`` (the
 learner's heartbeat, monotonic ns), ``PARKED`` (the supervisor: every worker has exited after
-the run was over, so the rings and the workers' parked states are final). Then the flat
-float32 parameter vector.
+the run was over, so the rings and the workers' parked states are final), ``SOLVED`` (the
+supervisor: an evaluation of the weights at env step ``SOLVED - 1`` reached the target
+return), ``EVAL_BEAT`` (the heartbeat of the periodic evaluation running, monotonic ns; 0
+before its first step), ``EVAL_STEP`` (the supervisor: env step + 1 of the weights that
+evaluation judges; 0 before the first). Then the flat float32 parameter vector.
 
 The learner is the only writer. A reader copies the vector between two reads of ``SEQ``
 and keeps the copy only when both reads are the same even number: a copy that overlapped a
@@ -22,7 +25,8 @@ from fastrl.memory.atomics import fence, load_acquire, store_release
 from fastrl.memory.wait import wait_until
 
 SEQ, VERSION, STOP, DONE, LEARNER_BEAT, PARKED = 0, 8, 16, 24, 32, 40
-HEADER_BYTES = 6 * 64
+SOLVED, EVAL_BEAT, EVAL_STEP = 48, 56, 64
+HEADER_BYTES = 9 * 64
 
 
 class SharedWeights:
@@ -100,6 +104,37 @@ class SharedWeights:
     def parked(self) -> bool:
         """True once :meth:`mark_parked` was called."""
         return bool(load_acquire(self.hdr, PARKED))
+
+    def mark_solved(self, step: int) -> None:
+        """Tell the learner that its weights of env step ``step`` reached the target return
+        (supervisor, after an evaluation in its own process)."""
+        store_release(self.hdr, SOLVED, step + 1)
+
+    def solved_step(self) -> int | None:
+        """The env step whose weights reached the target return, once
+        :meth:`mark_solved` was called; else None."""
+        marked = int(load_acquire(self.hdr, SOLVED))
+        return marked - 1 if marked else None
+
+    def start_eval(self, step: int) -> None:
+        """Record that an evaluation of the weights of env step ``step`` starts now
+        (supervisor); it has not beaten yet."""
+        store_release(self.hdr, EVAL_BEAT, 0)
+        store_release(self.hdr, EVAL_STEP, step + 1)
+
+    def eval_step(self) -> int | None:
+        """The env step whose weights the periodic evaluation running (or the last one)
+        judges; None before the first."""
+        marked = int(load_acquire(self.hdr, EVAL_STEP))
+        return marked - 1 if marked else None
+
+    def beat_eval(self, now_ns: int) -> None:
+        """Record that the periodic evaluation running makes progress."""
+        store_release(self.hdr, EVAL_BEAT, now_ns)
+
+    def last_eval_beat(self) -> int:
+        """The periodic evaluation's last heartbeat (0 before its first)."""
+        return int(load_acquire(self.hdr, EVAL_BEAT))
 
     def beat(self, now_ns: int) -> None:
         """Record that the learner is alive (learner)."""

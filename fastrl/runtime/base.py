@@ -22,6 +22,7 @@ from fastrl.runtime.checkpoint_evals import CheckpointEvals
 from fastrl.runtime.children import Children
 from fastrl.runtime.faults import Watchdog, worker_timing
 from fastrl.runtime.memory import RunMemory
+from fastrl.runtime.periodic_evals import PeriodicEvals
 from fastrl.runtime.signals import StopRequests
 from fastrl.telemetry.events import RunEvents
 from fastrl.telemetry.metrics import MetricsLogger
@@ -30,9 +31,9 @@ from fastrl.telemetry.metrics import MetricsLogger
 @dataclass
 class RunState:
     """One run as a runtime sees it: its plan, memory, logs, stop flags, children,
-    checkpoint evaluations and watchdog; ``worker_states`` are parked worker states to
-    continue from (by worker) and ``resume`` the checkpoint folder the learner continues
-    from."""
+    checkpoint evaluations, periodic evaluations (process runtimes) and watchdog;
+    ``worker_states`` are parked worker states to continue from (by worker) and ``resume``
+    the checkpoint folder the learner continues from."""
 
     plan: RunPlan
     run_dir: Path
@@ -41,6 +42,7 @@ class RunState:
     stop: StopRequests
     children: Children
     evals: CheckpointEvals
+    periodic: PeriodicEvals
     watchdog: Watchdog
     worker_states: dict[int, str]
     resume: str | None

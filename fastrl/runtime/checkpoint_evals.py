@@ -14,7 +14,7 @@ from fastrl.core.process import become_child, read_crash, report_crash
 from fastrl.envs.source import EnvSource
 from fastrl.eval.checkpoints import evaluate_checkpoint_to
 from fastrl.plan import RunPlan
-from fastrl.runtime.children import POLL_S, Children
+from fastrl.runtime.children import CHECKPOINT_EVAL, POLL_S, Children
 from fastrl.telemetry.events import RunEvents
 
 EVAL_DRAIN_S = 120.0  # at the end of a run, for the checkpoint evaluations still waiting
@@ -38,7 +38,7 @@ def run_checkpoint_eval(parent_pid: int, checkpoint: str, out: str, env: EnvSour
     try:
         evaluate_checkpoint_to(checkpoint, out, env, policy)
     except BaseException as e:
-        report_crash(str(Path(out).parent.parent), "eval", e)
+        report_crash(str(Path(out).parent.parent), CHECKPOINT_EVAL, e)
         os._exit(1)
 
 
@@ -60,7 +60,7 @@ class CheckpointEvals:
         """Log the result of a finished checkpoint evaluation; start the next one."""
         if not self.enabled:
             return
-        proc = self.children.get("eval")
+        proc = self.children.get(CHECKPOINT_EVAL)
         if proc is not None and proc.exitcode is None:
             return
         if proc is not None and self.evaluating is not None:
@@ -75,7 +75,7 @@ class CheckpointEvals:
                                          "before it could be evaluated (log.keep_checkpoints)")
                 continue
             self.evaluating = checkpoint
-            self.children.spawn("eval", run_checkpoint_eval, self.children.parent_pid(),
+            self.children.spawn(CHECKPOINT_EVAL, run_checkpoint_eval, self.children.parent_pid(),
                                 checkpoint,
                                 str(checkpoint_eval_path(self.run_dir, checkpoint)),
                                 self.plan.env, self.plan.policy_spec)
@@ -85,9 +85,10 @@ class CheckpointEvals:
         out = checkpoint_eval_path(self.run_dir, checkpoint)
         step = self.events.step
         if proc.exitcode != 0 or not out.is_file():
-            report = read_crash(self.run_dir, "eval") or ""
+            report = read_crash(self.run_dir, CHECKPOINT_EVAL) or ""
             self.events.logger.event(step, f"the evaluation of {checkpoint} failed "
-                                     f"({self.children.describe_exit('eval')})", detail=report)
+                                     f"({self.children.describe_exit(CHECKPOINT_EVAL)})",
+                                     detail=report)
             return
         result = json.loads(out.read_text())
         summary = checkpoint_eval_summary(result)

@@ -17,6 +17,9 @@ POLL_S = 0.05
 # and checkpointing when asked to stop.
 GRACEFUL_EXIT_S = 60.0
 KILL_WAIT_S = 5.0  # also the grace after a failure: a crashed run need not wait long
+# The children that evaluate (checkpoints, the learner's weights): they ignore the stop flag.
+CHECKPOINT_EVAL, PERIODIC_EVAL = "eval", "periodic eval"
+EVALUATIONS = (CHECKPOINT_EVAL, PERIODIC_EVAL)
 
 
 class Children:
@@ -75,11 +78,13 @@ class Children:
 
     def stop_all(self, grace_s: float, forced: Callable[[], bool]) -> None:
         """Let every child exit on the stop flag within ``grace_s`` (unless ``forced()``),
-        then kill what is left. A checkpoint evaluation still running is killed at once: it
-        does not look at the stop flag, and its JSON appears atomically or not."""
-        evaluating = self.procs.get("eval")
-        if evaluating is not None and evaluating.is_alive():
-            evaluating.kill()
+        then kill what is left. An evaluation still running (of a checkpoint, or periodic)
+        is killed at once: it does not look at the stop flag, and its result is no longer
+        wanted."""
+        for name in EVALUATIONS:
+            evaluating = self.procs.get(name)
+            if evaluating is not None and evaluating.is_alive():
+                evaluating.kill()
         deadline = time.monotonic() + grace_s
         procs = list(self.procs.values())
         while any(p.is_alive() for p in procs) and not forced() and \

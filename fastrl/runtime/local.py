@@ -29,7 +29,7 @@ class LocalRuntime(Runtime):
         self.metrics = run.children.ctx.Queue()
         run.children.spawn("learner", run_learner, LearnerSpec(
             run.plan, memory.ring_names, memory.weights_name, str(run.run_dir),
-            run.children.parent_pid(), run.resume), self.metrics)
+            run.children.parent_pid(), run.resume, evaluate_elsewhere=True), self.metrics)
         for i in range(run.plan.cfg.infra.num_workers):
             self.start_worker(run, i, run.worker_states.get(i))
         self.watch(run)
@@ -52,6 +52,7 @@ class LocalRuntime(Runtime):
             if run.stop.forced:
                 return
             run.evals.poll()
+            run.periodic.poll()
             if run.stop.requested() and stop_deadline is None:
                 weights.request_stop()
             if weights.stop_requested() and stop_deadline is None:
@@ -75,11 +76,19 @@ class LocalRuntime(Runtime):
                                    lambda: run.events.final is not None)
 
     def drain(self, run: RunState, timeout: float) -> None:
-        """Hand every queued message to the run's events (logger and callbacks)."""
+        """Hand every queued message to the run's events (logger and callbacks), and the
+        learner's requests for an evaluation to the periodic evaluations (its own ``eval``,
+        of its last weights, ends them)."""
         try:
             message = self.metrics.get(timeout=timeout)
             while True:
-                run.events.put(message)
+                kind, step, payload = message
+                if kind == "evaluate":
+                    run.periodic.request(step, payload["params"])
+                else:
+                    if kind == "eval":
+                        run.periodic.cancel()
+                    run.events.put(message)
                 message = self.metrics.get_nowait()
         except queue.Empty:
             pass

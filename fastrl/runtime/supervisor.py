@@ -29,6 +29,7 @@ from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S, Children
 from fastrl.runtime.faults import Watchdog
 from fastrl.runtime.local import LocalRuntime
 from fastrl.runtime.memory import RunMemory
+from fastrl.runtime.periodic_evals import PeriodicEvals
 from fastrl.runtime.ray_workers import RayRuntime
 from fastrl.runtime.serial import SerialRuntime
 from fastrl.runtime.signals import StopRequests
@@ -46,7 +47,7 @@ class RunResult:
 
     run_dir: Path
     global_step: int
-    eval: dict[str, float] | None  # the learner's last evaluation
+    eval: dict[str, float] | None  # the run's last evaluation (the solving one if solved)
     wall_s: float  # whole run, process start-up and evaluations included
     steps_per_sec: float  # env steps/sec from the first learner update to the last
     stopped_by_signal: bool  # a SIGINT/SIGTERM asked the run to stop
@@ -118,6 +119,7 @@ class Supervisor:
             logger, self.callbacks, lambda: watchdog.health(not runtime.in_process), start_step)
         evals = CheckpointEvals(plan, self.run_dir, children, events, stop.requested,
                                 lambda: stop.forced)
+        periodic = PeriodicEvals(plan, str(self.run_dir), children, events, memory, watchdog)
         timing: dict[str, dict[str, float]] = {}
         t0 = time.monotonic()
         grace = KILL_WAIT_S  # a crashed run need not wait long
@@ -126,7 +128,8 @@ class Supervisor:
                 memory.create()
                 states = memory.restore(self.resume, self.run_dir) if self.resume else {}
                 run = RunState(plan, self.run_dir, memory, events, stop, children, evals,
-                               watchdog, states, str(self.resume.path) if self.resume else None)
+                               periodic, watchdog, states,
+                               str(self.resume.path) if self.resume else None)
                 runtime.execute(run)
                 timing = runtime.timing(run)
                 logger.timing(timing)
@@ -158,7 +161,8 @@ class Supervisor:
             finally:
                 error = None
         final = events.final or {}
-        return RunResult(self.run_dir, events.step, final.get("eval"), time.monotonic() - t0,
+        return RunResult(self.run_dir, events.step, final.get("eval") or periodic.last,
+                         time.monotonic() - t0,
                          logger.steps_per_sec, stop.signal is not None, watchdog.restarts,
                          events.last_checkpoint, events.last_metrics, timing,
                          dict(evals.results), bool(final.get("stopped")))

@@ -47,7 +47,9 @@ def test_callbacks_metrics_schema_custom_scalars_and_timing(tmp_path, no_shm_res
     undocumented = {k for _, m in rec.updates for k in m if not metric_documented(k)}
     assert not undocumented, f"missing from fastrl.telemetry.metrics.METRICS: {undocumented}"
     assert result.metrics == rec.updates[-1][1]
-    assert [(s, src) for s, _, src in rec.evals] == [(1024, "learner"), (2048, "learner")]
+    # (the periodic one at 1024 runs beside training: it may not end before the last one)
+    assert [(s, src) for s, _, src in rec.evals] in ([(2048, "learner")],
+                                                     [(1024, "learner"), (2048, "learner")])
     assert rec.evals[-1][1] == result.eval
     assert [s for s, _ in rec.checkpoints] == [1024, 2048]
     assert rec.checkpoints[-1][1] == result.checkpoint

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -150,14 +151,16 @@ def test_ctrl_c_to_the_process_group_during_startup_is_a_clean_stop(launch, tmp_
     assert last_json(out)["stopped_by_signal"] is True
 
 
-def test_hung_learner_is_reported_and_the_run_ends(tmp_path, no_shm_residue, capfd):
-    # The learner's evaluation env hangs at its step 300; workers never get that far.
+def test_hung_evaluation_is_reported_and_the_run_ends(tmp_path, no_shm_residue, capfd):
+    # The periodic evaluation's env hangs at its step 300 (so do the workers', later: they
+    # are given 600 s).
     proc = train_main([*TINY, *ONE_WORKER, "env.id=scripted_envs:Hang-v0",
                        "log.eval_every_steps=64",
                        "infra.learner_timeout_s=3", "infra.worker_timeout_s=600"], tmp_path,
                       capfd)
     assert proc.returncode == 1
-    assert "learner (pid" in proc.stderr and "learner_timeout_s=3" in proc.stderr
+    assert re.search(r"the evaluation at step 64: periodic eval \(pid \d+\) has not made "
+                     r"progress for \d+ s \(infra.learner_timeout_s=3\)", proc.stderr), proc.stderr
 
 
 def test_workers_run_ahead_within_max_policy_lag(tmp_path, no_shm_residue):
