@@ -25,6 +25,7 @@ from fastrl.models.actors import Actor, policy_actor
 from fastrl.models.families import PolicyFamily
 
 if TYPE_CHECKING:
+    from fastrl.algos.adam import Adam
     from fastrl.config import AlgoConfig, MainConfig
 
 
@@ -157,7 +158,7 @@ def changed_from_default(algo: AlgoConfig, names: Iterable[str]) -> list[str]:
     return [name for name in names if getattr(algo, name) != defaults[name]]
 
 
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+def set_lr(optimizer: Adam, lr: float) -> None:
     """Set the learning rate of every parameter group."""
     for group in optimizer.param_groups:
         group["lr"] = lr

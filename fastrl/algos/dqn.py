@@ -18,6 +18,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
 from fastrl.core.settings import setting
 from fastrl.models.families import Q_NETWORK
@@ -53,7 +54,7 @@ class DQN:
         self.q = q
         self.cfg = cfg
         self.target = copy.deepcopy(q).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(q.parameters(), lr=cfg.lr, fused=True)
+        self.optimizer = Adam(q.parameters(), lr=cfg.lr)
         self.updates = 0
 
     @torch.no_grad()

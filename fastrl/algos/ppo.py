@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, set_lr
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
@@ -61,8 +62,7 @@ class PPO:
     def __init__(self, policy: ActorCritic, cfg: AlgoConfig) -> None:
         self.policy = policy
         self.cfg = cfg
-        # fused: one kernel for every parameter instead of a loop of small ops per tensor
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
+        self.optimizer = Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
 
     def state_dict(self) -> dict:
         """What continues training besides the policy's weights."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
 from fastrl.core.settings import setting
 from fastrl.models.families import SQUASHED_GAUSSIAN
@@ -42,12 +43,12 @@ class SAC:
         sac = cfg.sac
         self.actor, self.critic, self.cfg = actor, critic, cfg
         self.target = copy.deepcopy(critic).requires_grad_(False)
-        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=cfg.lr, fused=True)
-        self.critic_opt = torch.optim.Adam(critic.parameters(), lr=sac.q_lr, fused=True)
+        self.actor_opt = Adam(actor.parameters(), lr=cfg.lr)
+        self.critic_opt = Adam(critic.parameters(), lr=sac.q_lr)
         device = next(actor.parameters()).device
         self.log_alpha = torch.tensor(float(np.log(sac.alpha)), device=device,
                                       requires_grad=sac.autotune)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.q_lr, fused=True)
+        self.alpha_opt = Adam([self.log_alpha], lr=sac.q_lr)
         n_act = int(np.prod(actor.act_shape))
         self.target_entropy = -float(n_act) if sac.target_entropy is None \
             else sac.target_entropy

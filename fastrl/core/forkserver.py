@@ -24,10 +24,9 @@ from multiprocessing.context import BaseContext
 
 #: What a terminal or a service manager sends to stop a run (to the whole process group).
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
-#: The modules the fork server imports once: the entry points of every child (and with
-#: them torch, numpy, numba, gymnasium and the rest of fastrl they use).
-PRELOAD = ("fastrl.learner.learner", "fastrl.rollout.worker",
-           "fastrl.runtime.checkpoint_evals", "fastrl.runtime.periodic_evals")
+#: What the fork server imports once: every child's entry module, and the numba kernels
+#: every child calls, loaded (fastrl.runtime.preload).
+PRELOAD = ("fastrl.runtime.preload",)
 
 
 def child_context() -> BaseContext:

@@ -50,3 +50,14 @@ def load_acquire(a: np.ndarray, i: int) -> int:
     v = a[i]
     _fence()
     return v
+
+
+def warm_up() -> None:
+    """Load the three kernels (from numba's cache, or compile them) for the int64 counters
+    they serve. The first call in a process costs ~0.2 s of numba and LLVM start-up: a
+    process that forks children (the fork server) calls this first, so that none of them
+    pays it."""
+    counters = np.zeros(1, np.int64)
+    store_release(counters, 0, 1)
+    load_acquire(counters, 0)
+    fence()

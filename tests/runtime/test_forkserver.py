@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -60,3 +61,22 @@ def test_a_run_s_children_are_forks_of_a_server_that_ignores_group_signals(launc
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=90)
     assert proc.returncode == 0
+
+
+UPDATES_WITHOUT_DYNAMO = """
+import sys
+from helpers import tiny_config
+from fastrl import Trainer
+for overrides in ([], ["algo.name=dqn", "algo.replay.learning_starts=256"],
+                  ["env.id=Pendulum-v1", "algo.name=sac", "algo.replay.learning_starts=256"]):
+    Trainer(tiny_config(sys.argv[1], "infra.runtime=serial", "algo.total_steps=768",
+                        "algo.target_return=null", *overrides)).fit()
+assert "torch._dynamo" not in sys.modules, "an update imported torch._dynamo"
+"""
+
+
+def test_training_never_imports_torch_dynamo(tmp_path):
+    # torch.optim imports torch._dynamo when an optimizer is built: ~0.7 s of the learner's
+    # start, before its first update (fastrl.algos.adam)
+    subprocess.run([sys.executable, "-c", UPDATES_WITHOUT_DYNAMO, str(tmp_path)], check=True,
+                   timeout=100, cwd=Path(__file__).parents[1])
