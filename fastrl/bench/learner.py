@@ -36,6 +36,7 @@ from rich.table import Table
 
 from fastrl.bench.measure import Result
 from fastrl.config import MainConfig, load_config
+from fastrl.core.process import learner_torch
 from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.learner.staging import PER_ENV, CudaStager, Stager
 from fastrl.memory.layout import SlotLayout
@@ -197,18 +198,14 @@ def train_one_round(plan: RunPlan, slot: dict[str, np.ndarray], warmup_s: float,
              for _ in range(cfg.infra.num_workers)]
     clock = RoundClock(weights, warmup_s, duration_s)
     gc.collect()  # not inside the window
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.infra.learner_threads)  # what the learner process runs with
-    try:
-        with tempfile.TemporaryDirectory(prefix="fastrl-bench-learner-") as run_dir:
-            learner = Learner(LearnerSpec(plan, [], "", run_dir, os.getpid()), clock, rings,
-                              weights)
-            if learner.device.type == "cuda" and cfg.infra.staging_depth:
-                learner.stager = CudaStager(plan.layout, learner.device,
-                                            cfg.infra.staging_depth, profile=True)
-            learner.run()
-    finally:
-        torch.set_num_threads(threads)
+    with learner_torch(cfg.infra.learner_threads), \
+            tempfile.TemporaryDirectory(prefix="fastrl-bench-learner-") as run_dir:
+        learner = Learner(LearnerSpec(plan, [], "", run_dir, os.getpid()), clock, rings,
+                          weights)
+        if learner.device.type == "cuda" and cfg.infra.staging_depth:
+            learner.stager = CudaStager(plan.layout, learner.device,
+                                        cfg.infra.staging_depth, profile=True)
+        learner.run()
     if clock.window is None:
         raise RuntimeError("the learner stopped before its measurement window closed")
     return Round(clock.window, type(learner.stager).__name__, copy_overlap(learner.stager))

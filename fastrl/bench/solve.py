@@ -247,10 +247,18 @@ def _median(values: list[float | None]) -> float | None:
     return None if math.isinf(m) else m
 
 
+def _at_least(runs: list[SolveRun]) -> float:
+    """A lower bound on the median seconds to solve of a system whose median is unknown
+    (most seeds unsolved): an unsolved run would have taken longer than it ran."""
+    return statistics.median(r.wall_s if r.solved_s is None else r.solved_s for r in runs)
+
+
 def summarize(runs: list[SolveRun]) -> list[dict]:
     """One row per task and system: the medians over seeds of the seconds and env steps to
     solve it (and, for fastrl, to its evaluation target), how many seeds solved, and the
-    ratio of its median seconds to the fastest SB3 variant's."""
+    ratio of its median seconds to the fastest SB3 variant's. Where no variant solved in
+    enough seeds to have a median, the fastest one's time is a lower bound
+    (:func:`_at_least`), and the ratio an upper bound (``ratio_is_bound``)."""
     rows = []
     for task in dict.fromkeys(r.task for r in runs):
         systems: dict[str, list[SolveRun]] = {}
@@ -258,8 +266,11 @@ def summarize(runs: list[SolveRun]) -> list[dict]:
             if r.task == task:
                 systems.setdefault(r.system, []).append(r)
         medians = {s: _median([r.solved_s for r in rs]) for s, rs in systems.items()}
+        # (a variant unsolved in most seeds is slower than any that has a median)
         sb3 = [m for s, m in medians.items() if s != "fastrl" and m is not None]
-        fastest = min(sb3) if sb3 else None
+        bounds = [_at_least(rs) for s, rs in systems.items() if s != "fastrl"]
+        fastest, bound = (min(sb3), False) if sb3 else \
+            (min(bounds), True) if bounds else (None, False)
         for system, rs in systems.items():
             m = medians[system]
             rows.append({
@@ -269,6 +280,7 @@ def summarize(runs: list[SolveRun]) -> list[dict]:
                 "median_eval_s": _median([r.eval_s for r in rs]) if system == "fastrl"
                 else None,
                 "ratio_to_fastest_sb3": m / fastest if m is not None and fastest else None,
+                "ratio_is_bound": bound,
             })
     return rows
 
@@ -279,7 +291,9 @@ def print_solve(rows: list[dict]) -> None:
     from rich.table import Table
 
     t = Table(title=f"solve: seconds from process start until the mean return of the last "
-                    f"{WINDOW} training episodes reaches the threshold (medians over seeds)")
+                    f"{WINDOW} training episodes reaches the threshold (medians over seeds)",
+              caption="<x: no SB3 variant of the task solved in most seeds; each unsolved "
+                      "run counts the seconds it ran, so x is an upper bound")
     for col in ("task", "system", "solved", "seconds", "env steps", "fastrl eval s",
                 "× fastest SB3"):
         t.add_column(col, justify="left" if col in ("task", "system") else "right")
@@ -287,10 +301,15 @@ def print_solve(rows: list[dict]) -> None:
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
 
+    def ratio(r):
+        bound = r["ratio_is_bound"] and r["ratio_to_fastest_sb3"] is not None
+        return ("<" if bound else "") + fmt(r["ratio_to_fastest_sb3"], ".2f")
+
     for r in rows:
         t.add_row(r["task"], r["system"], f"{r['solved']}/{r['runs']}",
                   fmt(r["median_s"], ".1f"), fmt(r["median_steps"], ",.0f"),
-                  fmt(r["median_eval_s"], ".1f"), fmt(r["ratio_to_fastest_sb3"], ".2f"))
+                  fmt(r["median_eval_s"], ".1f"),
+                  ratio(r))
     Console(width=max(Console().width, 120)).print(t)
 
 

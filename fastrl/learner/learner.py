@@ -19,6 +19,7 @@ from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
 from fastrl.core.process import (
     become_child,
+    learner_torch,
     report_crash,
     rng_state,
     seed_everything,
@@ -62,13 +63,12 @@ class LearnerSpec:
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     """Process entry point: exit 0 when training ends or the run is stopped, 1 on error."""
     become_child(spec.parent_pid)
-    torch.set_num_threads(spec.plan.cfg.infra.learner_threads)
+    plan = spec.plan
     try:
-        plan = spec.plan
         shms = [attach(n) for n in spec.ring_names] + [attach(spec.weights_name)]
         rings = [Ring(s.buf, plan.layout, plan.cfg.infra.ring_slots) for s in shms[:-1]]
-        learner = Learner(spec, metrics, rings, SharedWeights(shms[-1].buf, plan.num_params))
-        learner.run()
+        with learner_torch(plan.cfg.infra.learner_threads):
+            Learner(spec, metrics, rings, SharedWeights(shms[-1].buf, plan.num_params)).run()
     except BaseException as e:
         report_crash(spec.run_dir, "learner", e)
         os._exit(1)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
-
+from fastrl.core.process import learner_torch
 from fastrl.core.timing import StageTimer
 from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.memory.ring import INCARNATION, Ring
@@ -49,23 +48,20 @@ def run_serial(plan: RunPlan, run_dir: Path, rings: list[Ring], weights: SharedW
             if worker.ready():
                 worker.fill_one()
 
-    # The learner process's torch threads (restored afterwards): torch's default of one per
-    # core oversubscribes a machine that other runs share, and trains slower, not faster.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(plan.cfg.infra.learner_threads)
-    try:
-        learner = Learner(LearnerSpec(plan, [], "", str(run_dir), os.getpid(), resume),
-                          events, rings, weights, produce, timer)
-        for i, ring in enumerate(rings):
-            workers.append(RolloutWorker(
-                WorkerSpec(plan, i, "", "", str(run_dir), os.getpid(), ring.get(INCARNATION),
-                           worker_states.get(i)), ring, weights, timer,
-                load_parked(worker_states.get(i))))
-        learner.run()
-    finally:
-        for worker in workers:
-            worker.close()
-        torch.set_num_threads(threads)
+    # (the learner process's torch settings, see learner_torch; restored afterwards)
+    with learner_torch(plan.cfg.infra.learner_threads):
+        try:
+            learner = Learner(LearnerSpec(plan, [], "", str(run_dir), os.getpid(), resume),
+                              events, rings, weights, produce, timer)
+            for i, ring in enumerate(rings):
+                workers.append(RolloutWorker(
+                    WorkerSpec(plan, i, "", "", str(run_dir), os.getpid(),
+                               ring.get(INCARNATION), worker_states.get(i)),
+                    ring, weights, timer, load_parked(worker_states.get(i))))
+            learner.run()
+        finally:
+            for worker in workers:
+                worker.close()
 
 
 class SerialRuntime(Runtime):

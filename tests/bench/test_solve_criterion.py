@@ -50,6 +50,19 @@ def test_summary_counts_an_unsolved_seed_as_slowest():
     assert by["fastrl"]["median_s"] == 4.0 and by["fastrl"]["solved"] == 2
     assert by["SB3 b"]["median_s"] is None  # most seeds unsolved: no median
     assert by["fastrl"]["ratio_to_fastest_sb3"] == pytest.approx(4.0 / 9.0)
+    assert not by["fastrl"]["ratio_is_bound"]
+
+
+def test_a_peer_that_never_solves_bounds_the_ratio_by_the_seconds_it_ran():
+    def run(system, seed, s, wall):
+        return SolveRun("t", system, seed, solved_s=s, wall_s=wall)
+
+    rows = summarize([run("fastrl", 1, 5.0, 6.0), run("fastrl", 2, 6.0, 7.0),
+                      run("SB3", 1, None, 30.0), run("SB3", 2, 12.0, 13.0),
+                      run("SB3", 3, None, 20.0)])
+    fastrl = next(r for r in rows if r["system"] == "fastrl")
+    # SB3's median is over 20 s (an unsolved run ran 20 s, the other 30 s)
+    assert fastrl["ratio_is_bound"] and fastrl["ratio_to_fastest_sb3"] == pytest.approx(5.5 / 20)
 
 
 def test_a_last_line_still_being_written_is_left_for_the_next_read(tmp_path):
