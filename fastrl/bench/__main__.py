@@ -76,7 +76,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    default=["collect"],
                    help="comma-separated: collect (random actions, env stepping + ring "
                         "writes), collect-policy (policy forward in the loop), train (PPO end "
-                        "to end), train-appo (APPO end to end, same workers and envs), "
+                        "to end), train-lag1 (the same with infra.max_policy_lag=1: "
+                        "collection overlaps learning), train-appo (APPO end to end, same "
+                        "workers and envs), "
                         "collect-ray (collect with the workers as Ray actors on a local Ray: "
                         "its steps/s against collect's, and where the extra cost goes), "
                         "learner (the PPO learner alone on synthetic slots, in this process: "

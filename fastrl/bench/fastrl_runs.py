@@ -17,6 +17,8 @@ SCENARIOS = {
     "collect": ["algo.name=none", "algo.random_actions=true"],
     "collect-policy": ["algo.name=none"],
     "train": ["algo.name=ppo"],
+    # PPO whose workers collect the next batch while the learner trains on this one
+    "train-lag1": ["algo.name=ppo", "infra.max_policy_lag=1"],
     "train-appo": ["algo.name=appo"],  # the same workers and envs as train: PPO vs APPO
     # collect with the workers as Ray actors on a local Ray that fastrl starts: vs collect
     "collect-ray": ["algo.name=none", "algo.random_actions=true", "infra.runtime=ray"],

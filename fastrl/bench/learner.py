@@ -36,7 +36,7 @@ from rich.table import Table
 
 from fastrl.bench.measure import Result
 from fastrl.config import MainConfig, load_config
-from fastrl.core.process import learner_torch
+from fastrl.core.process import keep_freed_memory, learner_torch
 from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.learner.staging import PER_ENV, CudaStager, Stager
 from fastrl.memory.layout import SlotLayout
@@ -198,6 +198,7 @@ def train_one_round(plan: RunPlan, slot: dict[str, np.ndarray], warmup_s: float,
              for _ in range(cfg.infra.num_workers)]
     clock = RoundClock(weights, warmup_s, duration_s)
     gc.collect()  # not inside the window
+    keep_freed_memory()  # (as the learner process does; this process is the bench's own)
     with learner_torch(cfg.infra.learner_threads), \
             tempfile.TemporaryDirectory(prefix="fastrl-bench-learner-") as run_dir:
         learner = Learner(LearnerSpec(plan, [], "", run_dir, os.getpid()), clock, rings,

@@ -43,6 +43,26 @@ def become_child(parent_pid: int) -> None:
         os._exit(1)
 
 
+#: glibc mallopt() parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_memory() -> None:
+    """Have this process's malloc (glibc) reuse freed blocks up to 32 MiB instead of asking
+    the kernel for fresh pages each time.
+
+    By default a block over 128 KiB is its own mmap, unmapped when freed: every large
+    tensor an op allocates ([8192, 64] float activations are 2 MiB) arrives as fresh pages,
+    each page-faulted in on first write, about 15% of a PPO update on an 8,192-sample batch.
+    For a process of our own only (the learner): the setting is process-wide and lasts.
+    """
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:  # not glibc: its own policy stays
+        return
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # (glibc's maximum on 64-bit)
+    mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+
+
 @contextmanager
 def learner_torch(threads: int) -> Iterator[None]:
     """Run the learner's torch with ``threads`` intra-op threads and denormal floats

@@ -19,6 +19,7 @@ from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
 from fastrl.core.process import (
     become_child,
+    keep_freed_memory,
     learner_torch,
     report_crash,
     rng_state,
@@ -63,6 +64,7 @@ class LearnerSpec:
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
     """Process entry point: exit 0 when training ends or the run is stopped, 1 on error."""
     become_child(spec.parent_pid)
+    keep_freed_memory()
     plan = spec.plan
     try:
         shms = [attach(n) for n in spec.ring_names] + [attach(spec.weights_name)]

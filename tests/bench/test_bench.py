@@ -89,7 +89,7 @@ def test_help_documents_every_option(capsys):
 
 
 def test_new_scenarios_are_accepted_and_listed_in_the_help(monkeypatch, capsys):
-    names = ["train", "train-appo", "learner", "learner-appo"]
+    names = ["train", "train-lag1", "train-appo", "learner", "learner-appo"]
     assert parse_args(["--scenario", ",".join(names)]).scenario == names
     monkeypatch.setenv("COLUMNS", "1000")  # no line breaks inside the names
     with pytest.raises(SystemExit):
