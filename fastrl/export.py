@@ -184,8 +184,8 @@ def _tracing() -> Iterator[None]:
     """What tracing a policy needs, undone afterwards.
 
     torch.distributions validates its arguments with a data-dependent branch (``if not
-    valid.all(): raise``) that torch.export cannot trace, and the built-in actor-critic (and
-    user policies) build a Categorical or Normal inside ``act``; validation is off while
+    valid.all(): raise``) that torch.export cannot trace, and user policies may build a
+    Categorical or Normal inside ``act``; validation is off while
     tracing (the exported graph would not check either way). The ONNX exporter's notes on
     torchvision and torch's own deprecation warnings are not the user's business.
     """

@@ -145,7 +145,7 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
     def act(self, obs: torch.Tensor, deterministic: bool = False):
         """``(action, log_prob, value)``; ``deterministic`` takes the mode."""
         head, value = self._head_value(obs)
-        return (*self._choose(self._dist(head), deterministic), value)
+        return (*self._choose(head, deterministic), value)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""

@@ -7,7 +7,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from fastrl.models.policy import ActorCritic, UnsupportedActionSpace, flat_params, load_flat_params
+from fastrl.models.policy import (
+    ActorCritic,
+    UnsupportedActionSpace,
+    flat_params,
+    load_flat_params,
+    sample_classes,
+)
 
 
 def test_box_actions_have_gaussian_log_probs_and_entropy():
@@ -19,6 +25,34 @@ def test_box_actions_have_gaussian_log_probs_and_entropy():
     assert torch.allclose(logp, logp2) and ent.shape == (5,)
     mode, _, _ = policy.act(obs, deterministic=True)
     assert torch.equal(mode, policy.act(obs, deterministic=True)[0])
+
+
+def test_box_log_probs_and_entropy_are_the_normal_s():
+    policy = ActorCritic(spaces.Box(-1, 1, (3,)), spaces.Box(-2, 2, (2, 2)), [16])
+    with torch.no_grad():
+        policy.log_std.copy_(torch.tensor([-1.0, 0.0, 0.5, 2.0]))
+    mean, action = torch.randn(7, 4), torch.randn(7, 4) * 3
+    logp, ent = policy._log_prob_entropy(mean, action)
+    ref = torch.distributions.Normal(mean, policy.log_std.exp())
+    assert torch.allclose(logp, ref.log_prob(action).sum(-1), atol=1e-5)
+    assert torch.allclose(ent, ref.entropy().sum(-1))
+    # samples: spread by the std, reshaped to the action shape
+    sampled, _, _ = policy.act(torch.zeros(20_000, 3))
+    mode = policy.act(torch.zeros(1, 3), deterministic=True)[0]
+    std = (sampled - mode).flatten(1).std(0)
+    assert sampled.shape == (20_000, 2, 2)
+    assert torch.allclose(std, policy.log_std.exp(), rtol=0.05)
+
+
+def test_sampled_classes_follow_the_probabilities_and_never_pick_a_masked_one():
+    torch.manual_seed(0)
+    log_p = torch.tensor([0.2, 0.5, 0.3, 0.0]).log().expand(100_000, 4)
+    counts = torch.bincount(sample_classes(log_p), minlength=4)
+    assert counts[3] == 0
+    # 4.5 standard deviations of a binomial with n=100k, p<=0.5
+    assert torch.allclose(counts[:3] / 100_000, torch.tensor([0.2, 0.5, 0.3]), atol=0.007)
+    # any leading batch shape
+    assert sample_classes(log_p.reshape(10, 10_000, 4)).shape == (10, 10_000)
 
 
 def test_discrete_log_probs_and_entropy_are_the_categorical_s_even_with_masked_logits():
