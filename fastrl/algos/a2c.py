@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from fastrl.algos.base import Algorithm, DataMode, changed_from_default, set_lr
-from fastrl.algos.ppo import PPO, explained_variance
+from fastrl.algos.ppo import PPO, explained_variance, normalized
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 
@@ -36,7 +36,7 @@ class A2C(PPO):
         logp, entropy, value = self.policy.evaluate(batch["obs"].flatten(0, 1),
                                                     batch["action"].flatten(0, 1))
         if cfg.norm_adv:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = normalized(adv)
         pg_loss = -(adv * logp).mean()
         v_loss = 0.5 * ((value - returns) ** 2).mean()
         ent = entropy.mean()

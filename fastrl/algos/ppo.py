@@ -41,12 +41,15 @@ def compute_gae(
     not_term = (~terminated).to(rewards.dtype)
     not_done = (~(terminated | truncated)).to(rewards.dtype)
     deltas = rewards + gamma * next_values * not_term - values
-    adv = torch.zeros_like(rewards)
+    # one op per step, the rows viewed and the result stacked once: the recursion is a
+    # Python loop over T, and at a few envs each op costs more in overhead than arithmetic
+    decays, deltas_t = (gamma * lam * not_done).unbind(0), deltas.unbind(0)
     last = torch.zeros_like(rewards[0])
+    adv = []
     for t in range(rewards.shape[0] - 1, -1, -1):
-        last = deltas[t] + gamma * lam * not_done[t] * last
-        adv[t] = last
-    return adv
+        last = torch.addcmul(deltas_t[t], decays[t], last)
+        adv.append(last)
+    return torch.stack(adv[::-1])
 
 
 def explained_variance(returns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -54,6 +57,14 @@ def explained_variance(returns: torch.Tensor, values: torch.Tensor) -> torch.Ten
     0-d tensor on their device."""
     var_y = returns.var()
     return torch.where(var_y > 0, 1 - (returns - values).var() / var_y, torch.nan)
+
+
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+
+
+def normalized(adv: torch.Tensor) -> torch.Tensor:
+    """Advantages shifted and scaled to zero mean and unit standard deviation."""
+    return (adv - adv.mean()) / (adv.std() + 1e-8)
 
 
 class PPO:
@@ -103,8 +114,16 @@ class PPO:
 
     def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
         """Run ``update_epochs`` of minibatch PPO on ``batch``; returns the loss statistics
-        as 0-d tensors on the batch's device (nothing here waits for a GPU, unless
-        ``target_kl`` is set: stopping early needs the KL on the host)."""
+        of the last epoch run (means over its minibatches) as 0-d tensors on the batch's
+        device: nothing here waits for a GPU, unless ``target_kl`` is set (stopping early
+        needs the KL on the host).
+
+        At CartPole sizes a gradient step is bound by the number of small torch ops, not
+        by arithmetic, so the loop does only what the step needs: statistics are measured
+        in the last epoch only (in every epoch under ``target_kl``, whose last is not known
+        ahead), one minibatch's advantages are normalised once, and a zero ``ent_coef``
+        keeps the entropy out of the backward pass.
+        """
         cfg = self.cfg
         set_lr(self.optimizer, lr)
         adv, returns = self.advantages(batch)
@@ -116,53 +135,56 @@ class PPO:
 
         n = old_logp.numel()
         mb_size = n // cfg.num_minibatches
-        stats = torch.zeros(6, device=old_logp.device)  # summed over minibatches
-        count = 0
-        whole = slice(None)  # one minibatch: the whole batch, in any order
-        for _ in range(cfg.update_epochs):
-            perm = torch.randperm(n, device=old_logp.device) if cfg.num_minibatches > 1 \
-                else None
+        whole = cfg.num_minibatches == 1  # the same minibatch, in any order, every epoch
+        if whole and cfg.norm_adv:
+            adv = normalized(adv)
+        for epoch in range(cfg.update_epochs):
+            measure = cfg.target_kl is not None or epoch == cfg.update_epochs - 1
+            measured: list[torch.Tensor] = []
+            perm = None if whole else torch.randperm(n, device=old_logp.device)
             for start in range(0, n, mb_size):
-                mb = whole if perm is None else perm[start : start + mb_size]
+                mb = slice(None) if perm is None else perm[start : start + mb_size]
                 logp, entropy, value = self.policy.evaluate(obs[mb], actions[mb])
                 log_ratio = logp - old_logp[mb]
                 ratio = log_ratio.exp()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - log_ratio).mean()
-                    clip_frac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
-
-                mb_adv = adv[mb]
-                if cfg.norm_adv:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                mb_adv = adv[mb] if whole or not cfg.norm_adv else normalized(adv[mb])
                 pg_loss = torch.max(
                     -mb_adv * ratio,
                     -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
                 ).mean()
-
-                if cfg.clip_vloss:
-                    v_clipped = old_values[mb] + (value - old_values[mb]).clamp(
-                        -cfg.clip_coef, cfg.clip_coef
-                    )
-                    v_loss = 0.5 * torch.max(
-                        (value - returns[mb]) ** 2, (v_clipped - returns[mb]) ** 2
-                    ).mean()
-                else:
-                    v_loss = 0.5 * ((value - returns[mb]) ** 2).mean()
-                ent = entropy.mean()
-                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-
+                v_loss = self._value_loss(value, returns[mb], old_values[mb])
+                loss = pg_loss + cfg.vf_coef * v_loss
+                if cfg.ent_coef:
+                    loss = loss - cfg.ent_coef * entropy.mean()
                 grad_norm = self.step(loss)
-                stats += torch.stack(
-                    [pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clip_frac,
-                     grad_norm]
-                )
-                count += 1
-            if cfg.target_kl is not None and approx_kl > cfg.target_kl:
+                if measure:
+                    measured.append(self._measure(pg_loss, v_loss, entropy, log_ratio.detach(),
+                                                  grad_norm))
+            if cfg.target_kl is not None and measured[-1][3] > cfg.target_kl:
                 break
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
-        out = dict(zip(names, stats / count))
+        out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
         out["explained_variance"] = explained_variance(returns, old_values)
         return out
+
+    def _value_loss(self, value: torch.Tensor, returns: torch.Tensor,
+                    old_values: torch.Tensor) -> torch.Tensor:
+        """Half the squared error to the returns, clipped around the old values when
+        ``clip_vloss``."""
+        if not self.cfg.clip_vloss:
+            return 0.5 * ((value - returns) ** 2).mean()
+        clip = self.cfg.clip_coef
+        v_clipped = old_values + (value - old_values).clamp(-clip, clip)
+        return 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
+
+    @torch.no_grad()
+    def _measure(self, pg_loss: torch.Tensor, v_loss: torch.Tensor, entropy: torch.Tensor,
+                 log_ratio: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor:
+        """One minibatch's statistics, in :data:`STAT_NAMES` order."""
+        ratio = log_ratio.exp()
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clip_frac = ((ratio - 1).abs() > self.cfg.clip_coef).float().mean()
+        return torch.stack([pg_loss.detach(), v_loss.detach(), entropy.mean(), approx_kl,
+                            clip_frac, grad_norm])
 
     def step(self, loss: torch.Tensor) -> torch.Tensor:
         """One optimizer step on ``loss``, gradients clipped at ``max_grad_norm``; returns

@@ -1,14 +1,17 @@
 """PPO and APPO updates (fastrl.algos.ppo, fastrl.algos.appo): GAE against hand-computed
 values; stale final observations never reach the network in an update; update statistics
-stay on the device."""
+stay on the device; the update's steps and statistics are a plainly written loop's."""
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 
+from fastrl.algos.adam import Adam
 from fastrl.algos.ppo import PPO, compute_gae
 from fastrl.config import AlgoConfig, load_config
 from fastrl.models.policy import ActorCritic
@@ -75,3 +78,74 @@ def test_ppo_update_statistics_stay_on_the_device():
         assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in stats.values())
         assert all(torch.isfinite(v) for v in stats.values()), (name, stats)
 
+
+
+def textbook_ppo(policy: ActorCritic, cfg: AlgoConfig, batch: dict, adv: torch.Tensor,
+                 returns: torch.Tensor, lr: float) -> torch.Tensor:
+    """CleanRL's minibatch loop, written plainly (every statistic measured on every step);
+    returns the means of the statistics over the last epoch's minibatches."""
+    optimizer = Adam(policy.parameters(), lr=lr, eps=1e-5)
+    obs, actions = batch["obs"].flatten(0, 1), batch["action"].flatten(0, 1)
+    old_logp, old_values = batch["log_prob"].flatten(), batch["value"].flatten()
+    adv, returns = adv.flatten(), returns.flatten()
+    n = adv.numel()
+    mb_size = n // cfg.num_minibatches
+    for _ in range(cfg.update_epochs):
+        perm = torch.randperm(n) if cfg.num_minibatches > 1 else torch.arange(n)
+        epoch_stats = []
+        for start in range(0, n, mb_size):
+            mb = perm[start:start + mb_size]
+            logp, entropy, value = policy.evaluate(obs[mb], actions[mb])
+            ratio = (logp - old_logp[mb]).exp()
+            mb_adv = (adv[mb] - adv[mb].mean()) / (adv[mb].std() + 1e-8)
+            pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(
+                1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+            v_clipped = old_values[mb] + (value - old_values[mb]).clamp(-cfg.clip_coef,
+                                                                       cfg.clip_coef)
+            errors = (value - returns[mb]) ** 2
+            if cfg.clip_vloss:
+                errors = torch.max(errors, (v_clipped - returns[mb]) ** 2)
+            v_loss = 0.5 * errors.mean()
+            loss = pg_loss - cfg.ent_coef * entropy.mean() + cfg.vf_coef * v_loss
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            log_ratio = (logp - old_logp[mb]).detach()
+            epoch_stats.append(torch.stack([
+                pg_loss.detach(), v_loss.detach(), entropy.mean().detach(),
+                ((log_ratio.exp() - 1) - log_ratio).mean(),
+                ((log_ratio.exp() - 1).abs() > cfg.clip_coef).float().mean(), grad_norm]))
+        if cfg.target_kl is not None and epoch_stats[-1][3] > cfg.target_kl:
+            break
+    return torch.stack(epoch_stats).mean(0)
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(num_minibatches=1, ent_coef=0.0),  # the shipped CartPole config's loop
+    dict(num_minibatches=4, ent_coef=0.01, clip_vloss=True),
+    dict(num_minibatches=2, target_kl=1e-9),  # stops after the first epoch
+])
+def test_update_takes_the_textbook_steps_and_reports_the_last_epoch(overrides):
+    torch.manual_seed(0)
+    obs_space, act_space = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(3)
+    cfg = AlgoConfig(update_epochs=3, **overrides)
+    T, N = 8, 4
+    batch = {"obs": torch.randn(T, N, 3), "action": torch.randint(0, 3, (T, N)),
+             "reward": torch.randn(T, N), "terminated": torch.rand(T, N) < 0.1,
+             "truncated": torch.zeros(T, N, dtype=bool), "log_prob": torch.full((T, N), -1.1),
+             "value": torch.randn(T, N), "final_obs": torch.zeros(T, N, 3),
+             "bootstrap_obs": torch.randn(N, 3)}
+    policy = ActorCritic(obs_space, act_space, [16])
+    reference = copy.deepcopy(policy)
+    adv, returns = PPO(reference, cfg).advantages(batch)
+
+    torch.manual_seed(1)
+    stats = PPO(policy, cfg).update(batch, 3e-3)
+    torch.manual_seed(1)
+    expected = textbook_ppo(reference, cfg, batch, adv, returns, 3e-3)
+
+    for got, want in zip(policy.parameters(), reference.parameters()):
+        assert torch.allclose(got, want, atol=1e-6)
+    names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+    assert torch.allclose(torch.stack([stats[k] for k in names]), expected, atol=1e-6)
