@@ -20,6 +20,7 @@ from fastrl.algos.base import Algorithm, DataMode, ReplayConfig
 from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
+from fastrl.models.encoders import ENCODERS
 
 
 @dataclass
@@ -64,7 +65,13 @@ class AlgoSettings:
     max_grad_norm: float = setting(0.5, "gradient norm clip (PPO, DQN)", gt=0)
     norm_adv: bool = setting(True, "normalise advantages per minibatch")
     target_kl: float | None = setting(None, "stop an update's epochs early past this approx-KL")
-    hidden_sizes: list[int] = setting([64, 64], "MLP hidden layer widths of every network")
+    hidden_sizes: list[int] = setting([64, 64], "MLP hidden layer widths of every network, "
+                                      "after its encoder ([]: the output layers on the "
+                                      "encoder's features)")
+    encoder: str = setting("auto", "observation encoder of the built-in networks: flat "
+                           "(flattened / one-hot), nature (the Nature-DQN CNN over uint8 "
+                           "images), auto (nature for uint8 images, else flat)",
+                           choices=ENCODERS)
     policy: str = setting("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
                           "subclass to act and train with (empty: the built-in network of name)")
 
@@ -322,10 +329,10 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
     if cfg.env.fn and cfg.env.vector_fn:
         raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
                           f"{cfg.env.vector_fn}': give one env factory, not both")
-    if not cfg.algo.hidden_sizes or min(cfg.algo.hidden_sizes) <= 0:
+    if cfg.algo.hidden_sizes and min(cfg.algo.hidden_sizes) <= 0:
         raise ConfigError(
             f"config key 'algo.hidden_sizes={cfg.algo.hidden_sizes}': "
-            "must be a non-empty list of positive widths"
+            "must be a list of positive widths ([]: no hidden layers)"
         )
     if not cfg.env.id.strip():
         raise ConfigError("config key 'env.id' is empty: name the env (a gymnasium id, or "

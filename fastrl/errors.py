@@ -6,8 +6,9 @@ from fastrl.config import ConfigError
 from fastrl.envs.source import EnvError
 from fastrl.memory.layout import UnsupportedSpace
 from fastrl.models.base import PolicyContractError
+from fastrl.models.encoders import UnsupportedObservations
 from fastrl.models.policy import UnsupportedActionSpace
 
 #: A bad config, env, space, policy or checkpoint.
 INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
-                UnsupportedActionSpace, PolicyContractError)
+                UnsupportedActionSpace, UnsupportedObservations, PolicyContractError)

@@ -44,14 +44,16 @@ def test_every_field_is_typed_and_documented():
     ("infra.device=tpu", ["infra.device", "auto, cpu, cuda"]),
     ("algo.num_minibatches=7", ["algo.num_minibatches", "divide"]),
     ("algo.anneal_lr=maybe", ["algo.anneal_lr", "bool"]),
-    ("algo.hidden_sizes=[]", ["algo.hidden_sizes", "positive"]),
+    ("algo.hidden_sizes=[64,0]", ["algo.hidden_sizes", "positive"]),
+    ("algo.encoder=resnet", ["algo.encoder", "auto", "flat", "nature"]),
+    ("algo.name=sac algo.encoder=nature", ["algo.encoder=nature", "sac", "auto, flat"]),
     ("infra.staging_depth=-1", ["infra.staging_depth", ">= 0"]),
     ("log.metrics_every_s=-1", ["log.metrics_every_s", ">= 0"]),
     ("algo.appo.rho_bar=0", ["algo.appo.rho_bar", "> 0"]),
 ])
 def test_bad_values_name_the_key_and_what_is_accepted(override, words):
     with pytest.raises(ConfigError) as err:
-        load_config(None, [override])
+        load_config(None, override.split())
     for w in words:
         assert w in str(err.value)
 

@@ -15,12 +15,13 @@ import torch
 
 from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
+from fastrl.core.errors import ConfigError
 from fastrl.core.settings import setting
 from fastrl.models.families import SQUASHED_GAUSSIAN
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
 
 if TYPE_CHECKING:
-    from fastrl.config import AlgoConfig
+    from fastrl.config import AlgoConfig, MainConfig
 
 
 @dataclass
@@ -119,6 +120,13 @@ class SAC:
         set_lr(self.alpha_opt, self.cfg.sac.q_lr)
 
 
+def check_config(cfg: MainConfig) -> None:
+    """Refuse an encoder SAC's networks do not have: they read flat observations."""
+    if cfg.algo.encoder == "nature":
+        raise ConfigError("config key 'algo.encoder=nature' does not apply to algo.name=sac, "
+                          "whose networks read flat observations (accepted: auto, flat)")
+
+
 ALGORITHM = Algorithm(
     name="sac",
     summary="SAC from a replay buffer (bounded Box actions)",
@@ -128,5 +136,6 @@ ALGORITHM = Algorithm(
     make_update=lambda algo, policy, obs_space, act_space, device: SAC(
         policy, TwinQ(obs_space, act_space, algo.hidden_sizes).to(device), algo),
     section=SACConfig,
+    check_config=check_config,
     actions="policy samples (uniformly random until the first update)",
 )

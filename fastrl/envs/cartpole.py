@@ -14,6 +14,8 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
+from fastrl.envs.rng import uniform
+
 GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
 TOTAL_MASS = MASSCART + MASSPOLE
 POLEMASS_LENGTH = MASSPOLE * LENGTH
@@ -22,20 +24,9 @@ X_THRESHOLD = 2.4
 
 
 @njit(cache=True, nogil=True)
-def _uniform(rng: np.ndarray, i: int) -> float:
-    """Next float in [0, 1) of env ``i``'s splitmix64 stream."""
-    rng[i] += np.uint64(0x9E3779B97F4A7C15)
-    z = rng[i]
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@njit(cache=True, nogil=True)
 def _reset_one(state: np.ndarray, rng: np.ndarray, i: int) -> None:
     for k in range(4):
-        state[i, k] = -0.05 + 0.1 * _uniform(rng, i)
+        state[i, k] = -0.05 + 0.1 * uniform(rng, i)
 
 
 @njit(cache=True, nogil=True)

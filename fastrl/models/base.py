@@ -46,7 +46,7 @@ Plain module contract (any other ``nn.Module``)
 -----------------------------------------------
 The module receives the observations as float feature vectors ``[B, obs_size]`` (a Box
 flattened, a Discrete one-hot: the input of the built-in MLPs, see
-:class:`~fastrl.models.policy.ObsFeatures`) and returns:
+:class:`~fastrl.models.encoders.ObsFeatures`) and returns:
 
 - ``dqn``: Q-values ``[B, n]`` for ``Discrete(n)`` (``algo.dqn.dueling`` does not apply);
 - ``ppo`` / ``none``: ``(head, value)``: logits ``[B, n]`` for ``Discrete(n)`` (a
@@ -79,7 +79,8 @@ from torch import nn
 from fastrl.envs.contract import EnvError
 from fastrl.envs.source import load_factory
 from fastrl.memory.layout import storage_of
-from fastrl.models.policy import ObsFeatures, PolicyHead
+from fastrl.models.encoders import ObsFeatures
+from fastrl.models.policy import PolicyHead
 
 if TYPE_CHECKING:
     from fastrl.config import AlgoConfig

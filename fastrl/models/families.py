@@ -68,7 +68,7 @@ def _not_bounded_box(space: gym.Space) -> str | None:
 #: A policy and a value head: ``act``, ``evaluate`` and ``value`` (ppo, appo, a2c).
 ACTOR_CRITIC = PolicyFamily(
     name="actor-critic",
-    build=lambda obs, act, algo: ActorCritic(obs, act, algo.hidden_sizes),
+    build=lambda obs, act, algo: ActorCritic(obs, act, algo.hidden_sizes, algo.encoder),
     wrap=lambda module, obs, act, algo: ModuleActorCritic(module, obs, act, algo),
     check_calls=check_actor_critic_calls,
     check_module_output=check_actor_critic_output,
@@ -81,7 +81,8 @@ ACTING_ONLY = dataclasses.replace(ACTOR_CRITIC, name="acting only",
 #: Q-values per discrete action: ``forward`` and ``action_index`` (dqn).
 Q_NETWORK = PolicyFamily(
     name="Q-network",
-    build=lambda obs, act, algo: QNetwork(obs, act, algo.hidden_sizes, algo.dqn.dueling),
+    build=lambda obs, act, algo: QNetwork(obs, act, algo.hidden_sizes, algo.dqn.dueling,
+                                          encoder=algo.encoder),
     wrap=lambda module, obs, act, algo: QNetwork(obs, act, [], body=module),
     check_calls=check_q_network_calls,
     check_module_output=lambda probe, out, n, discrete: probe.shape(

@@ -9,6 +9,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from fastrl.models.encoders import make_encoder, orthogonal_init
+
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -25,11 +27,8 @@ class UnsupportedActionSpace(TypeError):
     """An action space the built-in policy has no distribution for."""
 
 
-def _layer(n_in: int, n_out: int, std: float) -> nn.Linear:
-    layer = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.zeros_(layer.bias)
-    return layer
+def _layer(n_in: int, n_out: int, std: float) -> nn.Module:
+    return orthogonal_init(nn.Linear(n_in, n_out), std)
 
 
 def mlp(n_in: int, hidden: list[int], n_out: int, out_std: float,
@@ -41,25 +40,6 @@ def mlp(n_in: int, hidden: list[int], n_out: int, out_std: float,
         n_in = h
     layers.append(_layer(n_in, n_out, out_std))
     return nn.Sequential(*layers)
-
-
-class ObsFeatures(nn.Module):
-    """Observations as the ring stores them -> float feature vectors: one-hot for Discrete,
-    flattened for Box, with any number of leading batch dimensions. Has no parameters."""
-
-    def __init__(self, obs_space: spaces.Space) -> None:
-        super().__init__()
-        discrete = isinstance(obs_space, spaces.Discrete)
-        self._one_hot = int(obs_space.n) if discrete else 0
-        self._start = int(obs_space.start) if discrete else 0
-        self._ndim = len(obs_space.shape or ())
-        self.size = self._one_hot or int(np.prod(obs_space.shape))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        if self._one_hot:
-            return nn.functional.one_hot(obs.long() - self._start, self._one_hot).float()
-        batch = obs.shape[: obs.dim() - self._ndim]
-        return obs.reshape(*batch, -1).float()
 
 
 class PolicyHead:
@@ -116,9 +96,11 @@ class ActorCritic(PolicyHead, nn.Module):
     (state-independent std) for Box. Inputs are observations as the ring stores them,
     with any number of leading batch dimensions."""
 
-    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int]):
+    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
+                 encoder: str = "auto"):
         super().__init__()
-        self._features = ObsFeatures(obs_space)
+        # one encoder feeds both heads: a CNN torso is most of the network's cost
+        self._features = make_encoder(obs_space, encoder)
         self._act_start = 0  # Discrete(n, start): the network's classes are 0..n-1
         n_obs = self._features.size
         if isinstance(act_space, spaces.Discrete):

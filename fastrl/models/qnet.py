@@ -6,7 +6,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from fastrl.models.policy import ObsFeatures, UnsupportedActionSpace, mlp
+from fastrl.models.encoders import ObsFeatures, make_encoder
+from fastrl.models.policy import UnsupportedActionSpace, mlp
 
 
 class QNetwork(nn.Module):
@@ -17,14 +18,17 @@ class QNetwork(nn.Module):
     """
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
-                 dueling: bool = False, body: nn.Module | None = None) -> None:
+                 dueling: bool = False, body: nn.Module | None = None,
+                 encoder: str = "auto") -> None:
         super().__init__()
         if not isinstance(act_space, spaces.Discrete):
             raise UnsupportedActionSpace(
                 f"DQN acts in a Discrete action space, not {act_space}; use algo.name=sac "
                 "for Box actions"
             )
-        self._features = ObsFeatures(obs_space)
+        # a user's body reads flat features (fastrl.models.base's contract)
+        self._features = ObsFeatures(obs_space) if body is not None else \
+            make_encoder(obs_space, encoder)
         self._act_start = int(act_space.start)
         self.num_actions = int(act_space.n)
         self.dueling = dueling

@@ -7,7 +7,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from fastrl.models.policy import ObsFeatures, UnsupportedActionSpace, mlp
+from fastrl.models.encoders import ObsFeatures
+from fastrl.models.policy import UnsupportedActionSpace, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # CleanRL's bounds: keeps the Gaussian well-conditioned
 

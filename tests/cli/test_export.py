@@ -65,8 +65,11 @@ def train(tmp_path_factory, config: str, overrides: list[str]):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Run directories by algo: ppo and dqn (CartPole-v1, Discrete), sac (Pendulum-v1, Box)."""
+    """Run directories by algo: ppo and dqn (CartPole-v1, Discrete), sac (Pendulum-v1, Box),
+    and ppo with the Nature CNN over Catch's uint8 frames."""
     return {"ppo": train(tmp_path_factory, "configs/cartpole_ppo.yaml", []),
+            "ppo-cnn": train(tmp_path_factory, None, ["env.id=fastrl/Catch-v0",
+                                                      "algo.hidden_sizes=[]"]),
             "dqn": train(tmp_path_factory, "configs/cartpole_dqn.yaml", SMALL_OFF_POLICY),
             "sac": train(tmp_path_factory, "configs/pendulum_sac.yaml", SMALL_OFF_POLICY)}
 
@@ -100,7 +103,7 @@ def assert_acts_like_the_checkpoint(artifact, fmt: str, run_dir) -> None:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "dqn", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "ppo-cnn", "dqn", "sac"])
 @pytest.mark.parametrize("fmt", ["onnx", "torch-export"])
 def test_export_acts_like_the_checkpoint_and_describes_itself(algo, fmt, runs, tmp_path):
     loaded = load_policy(runs[algo])
@@ -112,7 +115,7 @@ def test_export_acts_like_the_checkpoint_and_describes_itself(algo, fmt, runs, t
     meta = json.loads(done.sidecar.read_text())
     manifest = loaded.checkpoint.manifest
     assert meta == done.metadata
-    assert meta["format"] == fmt and meta["algo"] == algo
+    assert meta["format"] == fmt and meta["algo"] == algo.removesuffix("-cnn")
     assert meta["env_id"] == loaded.config.env.id == manifest["env_id"]
     assert meta["config_hash"] == manifest["config_hash"]
     assert meta["fastrl_version"] == fastrl.__version__
@@ -121,7 +124,7 @@ def test_export_acts_like_the_checkpoint_and_describes_itself(algo, fmt, runs, t
     assert meta["normalizer_baked_in"] is False
     obs_space, act_space = loaded.plan.obs_space, loaded.plan.act_space
     assert meta["inputs"] == [{"name": "obs", "shape": ["batch", *obs_space.shape],
-                               "dtype": "float32"}]
+                               "dtype": obs_space.dtype.name}]  # uint8 frames stay uint8
     assert meta["outputs"][0]["name"] == "action"
     assert meta["outputs"][0]["shape"] == ["batch", *act_space.shape]
     if fmt == "onnx":  # the sidecar describes the graph as onnxruntime sees it

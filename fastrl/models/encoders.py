@@ -1,0 +1,113 @@
+"""Observation encoders: observations as the ring stores them -> float feature vectors.
+
+Every built-in network starts with one (``algo.encoder``): ``flat`` flattens Box
+observations and one-hot encodes Discrete ones (no parameters); ``nature`` is the Nature-DQN
+convolutional torso (Mnih et al. 2015: 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions, a
+512-unit linear layer, ReLUs) for image observations. Images stay uint8 from the env to
+the network: the cast to float and the division by 255 happen here, on the learner's device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+ENCODERS = ("auto", "flat", "nature")
+MAX_CHANNELS = 16  # a leading (or trailing) image dim up to this is the channel dim
+
+
+class UnsupportedObservations(TypeError):
+    """An observation space an encoder cannot read."""
+
+
+def image_layout(space: spaces.Space) -> str | None:
+    """``"CHW"`` or ``"HWC"`` for an image space (a 3-d uint8 Box whose first or last dim,
+    up to 16, is the channel dim: the first where both are), None for anything else."""
+    if not (isinstance(space, spaces.Box) and space.dtype == np.uint8
+            and len(space.shape) == 3):
+        return None
+    if space.shape[0] <= MAX_CHANNELS:
+        return "CHW"
+    return "HWC" if space.shape[-1] <= MAX_CHANNELS else None
+
+
+class ObsFeatures(nn.Module):
+    """Observations -> float feature vectors: one-hot for Discrete, flattened for Box, with
+    any number of leading batch dimensions. Has no parameters."""
+
+    def __init__(self, obs_space: spaces.Space) -> None:
+        super().__init__()
+        discrete = isinstance(obs_space, spaces.Discrete)
+        self._one_hot = int(obs_space.n) if discrete else 0
+        self._start = int(obs_space.start) if discrete else 0
+        self._ndim = len(obs_space.shape or ())
+        self.size = self._one_hot or int(np.prod(obs_space.shape))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._one_hot:
+            return nn.functional.one_hot(obs.long() - self._start, self._one_hot).float()
+        batch = obs.shape[: obs.dim() - self._ndim]
+        return obs.reshape(*batch, -1).float()
+
+
+class NatureCNN(nn.Module):
+    """The Nature-DQN torso over uint8 images ``[..., C, H, W]`` (or ``[..., H, W, C]``),
+    scaled to [0, 1] inside: ``size`` (512) features per image."""
+
+    size = 512
+
+    def __init__(self, obs_space: spaces.Box) -> None:
+        super().__init__()
+        self._layout = image_layout(obs_space)
+        shape = obs_space.shape
+        c, h, w = shape if self._layout == "CHW" else (shape[2], shape[0], shape[1])
+        if min(h, w) < 36:
+            raise UnsupportedObservations(
+                f"the nature encoder needs images of at least 36x36 pixels, not {h}x{w} "
+                f"({obs_space}); resize them, or use algo.encoder=flat")
+        self.convs = nn.Sequential(
+            _conv(c, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
+            _conv(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n_flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.fc = nn.Sequential(orthogonal_init(nn.Linear(n_flat, self.size), np.sqrt(2)),
+                                nn.ReLU())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        batch = obs.shape[:-3]
+        x = obs.reshape(-1, *obs.shape[-3:])
+        if self._layout == "HWC":
+            x = x.permute(0, 3, 1, 2)
+        x = x.float() / 255.0
+        return self.fc(self.convs(x)).reshape(*batch, self.size)
+
+
+def orthogonal_init(layer: nn.Linear | nn.Conv2d, std: float) -> nn.Module:
+    """``layer`` with orthogonal weights of gain ``std`` and zero biases (CleanRL's init)."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _conv(c_in: int, c_out: int, kernel: int, stride: int) -> nn.Module:
+    return orthogonal_init(nn.Conv2d(c_in, c_out, kernel, stride), np.sqrt(2))
+
+
+def make_encoder(obs_space: spaces.Space, kind: str = "auto") -> ObsFeatures | NatureCNN:
+    """The encoder ``kind`` (one of :data:`ENCODERS`) for ``obs_space``; ``auto`` is
+    ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise."""
+    if kind not in ENCODERS:
+        raise ValueError(f"unknown encoder {kind!r}; known: {', '.join(ENCODERS)}")
+    image = image_layout(obs_space) is not None
+    if kind == "nature" or (kind == "auto" and image):
+        if not image:
+            raise UnsupportedObservations(
+                f"the nature encoder reads images (a 3-d uint8 Box with up to "
+                f"{MAX_CHANNELS} channels first or last), not {obs_space}")
+        return NatureCNN(obs_space)
+    if not isinstance(obs_space, spaces.Box | spaces.Discrete):
+        raise UnsupportedObservations(
+            f"the flat encoder reads Box or Discrete observations, not {obs_space}")
+    return ObsFeatures(obs_space)

@@ -1,0 +1,90 @@
+"""Observation encoders (fastrl.models.encoders): which spaces are images, the Nature CNN's
+shapes, layouts and scaling, the built-in networks on images, and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from fastrl.models.encoders import (
+    NatureCNN,
+    ObsFeatures,
+    UnsupportedObservations,
+    image_layout,
+    make_encoder,
+)
+from fastrl.models.policy import ActorCritic
+from fastrl.models.qnet import QNetwork
+
+
+def frames(*shape: int) -> spaces.Box:
+    return spaces.Box(0, 255, shape, np.uint8)
+
+
+@pytest.mark.parametrize("space, layout", [
+    (frames(4, 84, 84), "CHW"),
+    (frames(84, 84, 3), "HWC"),
+    (frames(1, 40, 40), "CHW"),
+    (spaces.Box(0, 1, (4, 84, 84), np.float32), None),  # not uint8
+    (frames(84, 84), None),                              # no channel dim
+    (frames(40, 40, 40), None),                          # no dim is a channel count
+    (spaces.Discrete(5), None),
+])
+def test_image_spaces_are_3d_uint8_boxes_with_channels_first_or_last(space, layout):
+    assert image_layout(space) == layout
+
+
+def test_nature_cnn_reads_uint8_with_any_leading_dims_and_scales_inside():
+    torch.manual_seed(0)
+    cnn = NatureCNN(frames(4, 84, 84))
+    obs = torch.randint(0, 256, (3, 2, 4, 84, 84), dtype=torch.uint8)
+    out = cnn(obs)
+    assert out.shape == (3, 2, 512) and out.dtype == torch.float32
+    manual = cnn.fc(cnn.convs(obs.reshape(6, 4, 84, 84).float() / 255)).reshape(3, 2, 512)
+    assert torch.allclose(out, manual)
+
+
+def test_channels_last_images_give_the_channels_first_result():
+    chw, hwc = NatureCNN(frames(3, 64, 48)), NatureCNN(frames(64, 48, 3))
+    hwc.load_state_dict(chw.state_dict())
+    obs = torch.randint(0, 256, (5, 3, 64, 48), dtype=torch.uint8)
+    assert torch.allclose(chw(obs), hwc(obs.permute(0, 2, 3, 1)), atol=1e-6)
+
+
+def test_auto_picks_the_cnn_for_images_and_flat_features_otherwise():
+    assert isinstance(make_encoder(frames(4, 84, 84)), NatureCNN)
+    assert isinstance(make_encoder(spaces.Box(-1, 1, (4,))), ObsFeatures)
+    assert isinstance(make_encoder(frames(4, 84, 84), "flat"), ObsFeatures)
+
+
+@pytest.mark.parametrize("space, kind, words", [
+    (spaces.Box(-1, 1, (4,)), "nature", ["nature encoder reads images", "Box"]),
+    (frames(4, 20, 20), "auto", ["at least 36x36", "20x20", "algo.encoder=flat"]),
+    (spaces.MultiBinary(3), "auto", ["flat encoder reads Box or Discrete", "MultiBinary"]),
+])
+def test_unreadable_observations_are_refused_by_name(space, kind, words):
+    with pytest.raises(UnsupportedObservations) as err:
+        make_encoder(space, kind)
+    assert all(w in str(err.value) for w in words), err.value
+
+
+def test_actor_critic_on_images_shares_one_cnn_between_its_heads():
+    policy = ActorCritic(frames(4, 84, 84), spaces.Discrete(6), [])
+    names = [n for n, _ in policy.named_parameters()]
+    assert sum(n.startswith("_features.") for n in names) == 8  # 3 convs, 1 linear
+    assert not any("actor._features" in n or "critic._features" in n for n in names)
+    obs = torch.randint(0, 256, (7, 4, 84, 84), dtype=torch.uint8)
+    action, logp, value = policy.act(obs)
+    assert action.shape == logp.shape == value.shape == (7,)
+    assert torch.allclose(policy.evaluate(obs, action)[0], logp, atol=1e-6)
+    # hidden_sizes=[]: each head is one linear layer on the 512 features
+    assert policy.actor[0].in_features == 512 and len(policy.actor) == 1
+
+
+def test_q_network_on_images():
+    q = QNetwork(frames(4, 84, 84), spaces.Discrete(4), [256], dueling=True)
+    out = q(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
+    assert out.shape == (2, 4)
+    assert isinstance(q._features, NatureCNN)
