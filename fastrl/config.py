@@ -20,6 +20,7 @@ from fastrl.algos.base import Algorithm, DataMode, ReplayConfig
 from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
+from fastrl.envs.atari import AtariSettings
 from fastrl.models.encoders import ENCODERS
 
 
@@ -36,6 +37,9 @@ class EnvConfig:
     vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched "
                              "simulator factory, called as make_sim(seeds, **kwargs) "
                              "(fastrl.envs.BatchedEnv)")
+    clip_rewards: bool = setting(False, "train on the sign of every reward (Atari's usual "
+                                 "clipping); returns are logged and evaluated unclipped")
+    atari: AtariSettings = field(default_factory=AtariSettings)
 
 
 @dataclass

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
+from fastrl.envs.atari import AtariSettings, is_atari, make_atari
 from fastrl.envs.contract import (
     EnvContractError,
     EnvError,
@@ -36,13 +37,16 @@ def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0
     return [int(s) for s in seq.generate_state(num_envs, np.uint32)]
 
 
-def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
-    """``gymnasium.make`` with fastrl's config arguments; failures become :class:`EnvError`.
+def make_env(env_id: str, kwargs: dict[str, Any], atari: AtariSettings | None = None) -> gym.Env:
+    """``gymnasium.make`` with fastrl's config arguments (an ``ALE/`` game preprocessed by
+    ``atari``'s settings, fastrl.envs.atari); failures become :class:`EnvError`.
 
     Gymnasium's own passive checker is off (unless ``kwargs`` asks for it): fastrl's
     contract checks cover it and word their errors (a bare assertion otherwise comes first).
     """
     try:
+        if is_atari(env_id):
+            return make_atari(env_id, kwargs, atari or AtariSettings())
         return gym.make(env_id, **{"disable_env_checker": True, **kwargs})
     except (gym.error.Error, ImportError, TypeError) as e:
         raise cannot_make(env_id, kwargs, e) from e
@@ -97,6 +101,7 @@ class EnvSource:
     kwargs: dict[str, Any] = field(default_factory=dict)
     env_fn: Callable[..., gym.Env] | str | None = None
     vector_env_fn: Callable[..., BatchedEnv] | str | None = None
+    atari: AtariSettings = field(default_factory=AtariSettings)
 
     @property
     def batched(self) -> bool:
@@ -113,7 +118,7 @@ class EnvSource:
     def make_one(self) -> gym.Env:
         """One Gymnasium-API env (not for batched simulators)."""
         if self.env_fn is None:
-            return make_env(self.env_id, self.kwargs)
+            return make_env(self.env_id, self.kwargs, self.atari)
         try:
             env = self._factory()(**self.kwargs)
         except TypeError as e:
@@ -153,7 +158,7 @@ def env_source(cfg: EnvConfig, env_fn: Callable[..., gym.Env] | str | None = Non
         if ref is not None and not (isinstance(ref, str) or callable(ref)):
             raise EnvError(f"{name}={ref!r}: expected a callable or an import string "
                            "'package.module:function'")
-    return EnvSource(cfg.id, dict(cfg.kwargs), env_fn, vector_env_fn)
+    return EnvSource(cfg.id, dict(cfg.kwargs), env_fn, vector_env_fn, cfg.atari)
 
 
 class CheckedBatchedEnv:

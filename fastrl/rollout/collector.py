@@ -32,13 +32,15 @@ class Collector:
     ``global_step`` unique across workers. ``heartbeat`` is called after every env step.
     ``act_ns`` / ``env_ns`` / ``fill_ns`` add up the time spent choosing actions, stepping
     envs, and filling slots in all (the rest of ``fill_ns`` is writing the slot).
+    ``clip_rewards`` stores the sign of every reward; the episode returns stay the env's.
     """
 
     def __init__(
         self, envs: BatchedEnv, act: Actor, first_env_id: int, total_envs: int,
-        heartbeat: Callable[[], None] = lambda: None,
+        heartbeat: Callable[[], None] = lambda: None, clip_rewards: bool = False,
     ) -> None:
         self.envs = envs
+        self.clip_rewards = clip_rewards
         self.act = act
         self.heartbeat = heartbeat
         self.act_ns = self.env_ns = self.fill_ns = 0
@@ -84,6 +86,7 @@ class Collector:
                                                                 "truncated", "final_obs"))
         s_ret, s_len = slot["episode_return"], slot["episode_length"]
         ep_return, ep_length, alive = self.ep_return, self.ep_length, self._alive
+        clip = self.clip_rewards
         act_ns = env_ns = 0
         rollout_len = s_reward.shape[0]
         for t in range(rollout_len):
@@ -100,7 +103,10 @@ class Collector:
             act_ns += t1 - t0
             env_ns += t3 - t2
             heartbeat()
-            s_reward[t] = reward
+            if clip:
+                np.sign(reward, out=s_reward[t])
+            else:
+                s_reward[t] = reward
             s_term[t] = terminated
             s_trunc[t] = truncated
             ep_return += reward

@@ -186,7 +186,7 @@ class RolloutWorker:
         self.act = self.explore if cfg.algo.random_actions else \
             self.algorithm.make_actor(self.policy, plan.act_space, sampling_seed + 1)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
-                                   self.beat)
+                                   self.beat, clip_rewards=cfg.env.clip_rewards)
         if state is not None:  # a parked state (load_parked) to continue from
             self.collector.restore(state["collector"])
             set_rng_state(state["rng"])

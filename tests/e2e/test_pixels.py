@@ -2,11 +2,13 @@
 by ``algo.encoder=auto`` for the uint8 frames of the built-in numba Catch (random play
 scores about -0.6, a perfect policy 1), reach a deterministic evaluation of 0.8 within their
 step budgets on 2 cores. In trial runs PPO and APPO got there at the first evaluation
-(10,752 steps, 7 s) and DQN at 20,224 steps (60 s)."""
+(10,752 steps, 7 s) and DQN at 20,224 steps (60 s). The shipped Atari configs run a game
+through the whole pipeline."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import CONFIGS
 
 from fastrl.config import load_config
 from fastrl.trainer import Trainer
@@ -28,3 +30,15 @@ def test_a_cnn_policy_learns_catch_from_frames(algo, tmp_path, no_shm_residue):
     print(f"{algo} on Catch: {result.global_step} steps, {result.wall_s:.0f} s, "
           f"eval {result.eval['return_mean']:.2f}")
     assert result.eval["return_mean"] >= 0.8, result.eval
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("config", ["atari_ppo", "atari_appo"])
+def test_the_atari_configs_train_on_frames_end_to_end(config, tmp_path, no_shm_residue):
+    cfg = load_config(CONFIGS / f"{config}.yaml", [
+        "algo.total_steps=3072", "log.eval_episodes=1", "env.atari.noop_max=0",
+        "log.console=false", f"log.run_dir={tmp_path}"])
+    result = Trainer(cfg).fit()
+    assert result.global_step >= 3072 and result.checkpoint is not None
+    assert -21 <= result.eval["return_mean"] <= 21  # a Pong score, from the eval episode
+    assert result.eval["length_mean"] > 100

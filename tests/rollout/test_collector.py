@@ -1,6 +1,7 @@
 """The collector (fastrl.rollout.collector): episode ends reset in place without fake
-transitions, truncations keep the real final observation that PPO bootstraps from, and
-non-finite rewards are refused naming the env and step."""
+transitions, truncations keep the real final observation that PPO bootstraps from,
+non-finite rewards are refused naming the env and step, and clipped rewards leave the
+episode returns the env's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import scripted_envs  # noqa: F401 - registers Count-v0
 import torch
+from gymnasium import spaces
 from torch import nn
 
 from fastrl.algos.ppo import PPO
@@ -88,3 +90,38 @@ def test_non_finite_rewards_are_refused_naming_env_and_step():
     with pytest.raises(EnvContractError, match="env 7 returned the reward nan at step 2.*2 non"):
         check_rewards(rewards, np.array([6, 7, 8]))
 
+
+
+class ScriptedRewards:
+    """One env paying 5, -3, 0, 2.5 and terminating on the last of them, over and over."""
+
+    REWARDS = (5.0, -3.0, 0.0, 2.5)
+    num_envs = 1
+    observation_space = spaces.Box(-1, 1, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self):
+        self.t = 0
+
+    def reset(self):
+        return np.zeros((1, 1), np.float32)
+
+    def step(self, actions):
+        reward = np.array([self.REWARDS[self.t % 4]])
+        done = np.array([self.t % 4 == 3])
+        self.t += 1
+        return (np.zeros((1, 1), np.float32), reward, done, np.zeros(1, bool),
+                np.zeros((1, 1), np.float32))
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_clipped_rewards_are_signs_and_returns_stay_the_env_s(clip):
+    envs = ScriptedRewards()
+    layout = trajectory_layout(envs.observation_space, envs.action_space, 8, 1)
+    slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+    def act(obs):
+        return np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32)
+    Collector(envs, act, 0, 1, clip_rewards=clip).fill(slot, 0, 0)
+    raw = [5, -3, 0, 2.5] * 2
+    assert slot["reward"][:, 0].tolist() == (np.sign(raw).tolist() if clip else raw)
+    assert slot["episode_return"][[3, 7], 0].tolist() == [4.5, 4.5]

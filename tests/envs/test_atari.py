@@ -1,0 +1,49 @@
+"""Atari through ale-py (fastrl.envs.atari): the preprocessed observation, the settings that
+shape it, and the error that names the extra when ale-py is missing."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from fastrl.config import load_config
+from fastrl.envs.contract import EnvError
+from fastrl.envs.source import env_source
+
+
+def test_a_game_is_stacked_84x84_uint8_frames_channels_first():
+    source = env_source(load_config(None, ["env.id=ALE/Pong-v5"]).env)
+    envs = source.make([1, 2])
+    try:
+        assert envs.observation_space == spaces.Box(0, 255, (4, 84, 84), np.uint8)
+        assert envs.action_space == spaces.Discrete(6)
+        obs = envs.reset()
+        assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
+        for _ in range(5):
+            obs, reward, terminated, truncated, _ = envs.step(np.array([0, 1]))
+        assert obs.shape == (2, 4, 84, 84) and reward.shape == (2,)
+        assert 20 < obs[:, -1].mean() < 200  # a real screen, not an empty frame
+    finally:
+        envs.close()
+
+
+def test_settings_shape_the_frames_and_reach_the_emulator():
+    cfg = load_config(None, ["env.id=ALE/Breakout-v5", "env.atari.frame_stack=2",
+                             "env.atari.screen_size=64", "env.atari.sticky_actions=0",
+                             "env.atari.terminal_on_life_loss=true"])
+    env = env_source(cfg.env).make_one()
+    try:
+        assert env.observation_space.shape == (2, 64, 64)
+        assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0
+        assert env.get_wrapper_attr("terminal_on_life_loss")
+    finally:
+        env.close()
+
+
+def test_a_missing_ale_py_names_the_atari_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py raises ImportError
+    with pytest.raises(EnvError, match=r"ALE/Pong-v5.*atari extra.*\.\[atari\]"):
+        env_source(load_config(None, ["env.id=ALE/Pong-v5"]).env).make_one()
