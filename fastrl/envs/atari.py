@@ -54,7 +54,10 @@ def make_atari(env_id: str, kwargs: dict[str, Any], settings: AtariSettings) -> 
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     gym.register_envs(ale_py)
+    # grayscale frames from the emulator: the wrapper reads the screen itself, and an RGB
+    # observation per emulated frame would be copied for nothing (8% of a step)
     env = gym.make(env_id, **{"disable_env_checker": True, "frameskip": 1,
+                              "obs_type": "grayscale",
                               "repeat_action_probability": settings.sticky_actions, **kwargs})
     env = AtariPreprocessing(
         env, noop_max=settings.noop_max, frame_skip=settings.frame_skip,
