@@ -74,7 +74,8 @@ class AlgoSettings:
                                       "encoder's features)")
     encoder: str = setting("auto", "observation encoder of the built-in networks: flat "
                            "(flattened / one-hot), nature (the Nature-DQN CNN over uint8 "
-                           "images), auto (nature for uint8 images, else flat)",
+                           "images), impala (IMPALA's residual CNN), auto (nature for uint8 "
+                           "images, else flat)",
                            choices=ENCODERS)
     policy: str = setting("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
                           "subclass to act and train with (empty: the built-in network of name)")

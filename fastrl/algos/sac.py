@@ -17,6 +17,7 @@ from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import setting
+from fastrl.models.encoders import IMAGE_ENCODERS
 from fastrl.models.families import SQUASHED_GAUSSIAN
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
 
@@ -122,9 +123,10 @@ class SAC:
 
 def check_config(cfg: MainConfig) -> None:
     """Refuse an encoder SAC's networks do not have: they read flat observations."""
-    if cfg.algo.encoder == "nature":
-        raise ConfigError("config key 'algo.encoder=nature' does not apply to algo.name=sac, "
-                          "whose networks read flat observations (accepted: auto, flat)")
+    if cfg.algo.encoder in IMAGE_ENCODERS:
+        raise ConfigError(f"config key 'algo.encoder={cfg.algo.encoder}' does not apply to "
+                          "algo.name=sac, whose networks read flat observations (accepted: "
+                          "auto, flat)")
 
 
 ALGORITHM = Algorithm(

@@ -1,10 +1,10 @@
 """Observation encoders: observations as the ring stores them -> float feature vectors.
 
 Every built-in network starts with one (``algo.encoder``): ``flat`` flattens Box
-observations and one-hot encodes Discrete ones (no parameters); ``nature`` is the Nature-DQN
-convolutional torso (Mnih et al. 2015: 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions, a
-512-unit linear layer, ReLUs) for image observations. Images stay uint8 from the env to
-the network: the cast to float and the division by 255 happen here, on the learner's device.
+observations and one-hot encodes Discrete ones (no parameters); ``nature`` (the Nature-DQN
+torso) and ``impala`` (IMPALA's residual torso) read image observations. Images stay
+uint8 from the env to the network: the cast to float and the division by 255 happen here,
+on the learner's device.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-ENCODERS = ("auto", "flat", "nature")
+ENCODERS = ("auto", "flat", "nature", "impala")
 MAX_CHANNELS = 16  # a leading (or trailing) image dim up to this is the channel dim
 
 
@@ -52,28 +52,33 @@ class ObsFeatures(nn.Module):
         return obs.reshape(*batch, -1).float()
 
 
-class NatureCNN(nn.Module):
-    """The Nature-DQN torso over uint8 images ``[..., C, H, W]`` (or ``[..., H, W, C]``),
-    scaled to [0, 1] inside: ``size`` (512) features per image."""
+class ImageEncoder(nn.Module):
+    """A convolutional torso over uint8 images ``[..., C, H, W]`` (or ``[..., H, W, C]``),
+    scaled to [0, 1] inside, then a ``size``-unit linear layer. Subclasses name themselves,
+    their smallest side and their convolutions (:meth:`_convs`)."""
 
-    size = 512
+    name: str
+    size: int
+    min_side: int
 
     def __init__(self, obs_space: spaces.Box) -> None:
         super().__init__()
         self._layout = image_layout(obs_space)
         shape = obs_space.shape
         c, h, w = shape if self._layout == "CHW" else (shape[2], shape[0], shape[1])
-        if min(h, w) < 36:
+        if min(h, w) < self.min_side:
             raise UnsupportedObservations(
-                f"the nature encoder needs images of at least 36x36 pixels, not {h}x{w} "
-                f"({obs_space}); resize them, or use algo.encoder=flat")
-        self.convs = nn.Sequential(
-            _conv(c, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
-            _conv(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+                f"the {self.name} encoder needs images of at least {self.min_side}x"
+                f"{self.min_side} pixels, not {h}x{w} ({obs_space}); resize them, or use "
+                "algo.encoder=flat")
+        self.convs = nn.Sequential(*self._convs(c), nn.ReLU(), nn.Flatten())
         with torch.no_grad():
             n_flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
         self.fc = nn.Sequential(orthogonal_init(nn.Linear(n_flat, self.size), np.sqrt(2)),
                                 nn.ReLU())
+
+    def _convs(self, channels: int) -> list[nn.Module]:
+        raise NotImplementedError
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         batch = obs.shape[:-3]
@@ -84,6 +89,44 @@ class NatureCNN(nn.Module):
         return self.fc(self.convs(x)).reshape(*batch, self.size)
 
 
+class NatureCNN(ImageEncoder):
+    """The Nature-DQN torso (Mnih et al. 2015): 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions,
+    512 features."""
+
+    name, size, min_side = "nature", 512, 36
+
+    def _convs(self, channels: int) -> list[nn.Module]:
+        return [_conv(channels, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
+                _conv(64, 64, 3, 1)]
+
+
+class ResidualBlock(nn.Module):
+    """``x + conv(relu(conv(relu(x))))``, 3x3 convolutions keeping the shape."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.convs = nn.Sequential(nn.ReLU(), _conv(channels, channels, 3, 1, 1), nn.ReLU(),
+                                   _conv(channels, channels, 3, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.convs(x)
+
+
+class ImpalaCNN(ImageEncoder):
+    """IMPALA's residual torso (Espeholt et al. 2018): for 16, 32 and 32 channels a 3x3
+    convolution, a 3x3/2 max-pool and two residual blocks; 256 features."""
+
+    name, size, min_side = "impala", 256, 8
+
+    def _convs(self, channels: int) -> list[nn.Module]:
+        layers: list[nn.Module] = []
+        for out in (16, 32, 32):
+            layers += [_conv(channels, out, 3, 1, 1), nn.MaxPool2d(3, 2, 1),
+                       ResidualBlock(out), ResidualBlock(out)]
+            channels = out
+        return layers
+
+
 def orthogonal_init(layer: nn.Linear | nn.Conv2d, std: float) -> nn.Module:
     """``layer`` with orthogonal weights of gain ``std`` and zero biases (CleanRL's init)."""
     nn.init.orthogonal_(layer.weight, std)
@@ -91,22 +134,27 @@ def orthogonal_init(layer: nn.Linear | nn.Conv2d, std: float) -> nn.Module:
     return layer
 
 
-def _conv(c_in: int, c_out: int, kernel: int, stride: int) -> nn.Module:
-    return orthogonal_init(nn.Conv2d(c_in, c_out, kernel, stride), np.sqrt(2))
+def _conv(c_in: int, c_out: int, kernel: int, stride: int, padding: int = 0) -> nn.Module:
+    return orthogonal_init(nn.Conv2d(c_in, c_out, kernel, stride, padding), np.sqrt(2))
 
 
-def make_encoder(obs_space: spaces.Space, kind: str = "auto") -> ObsFeatures | NatureCNN:
+IMAGE_ENCODERS = {cls.name: cls for cls in (NatureCNN, ImpalaCNN)}
+
+
+def make_encoder(obs_space: spaces.Space, kind: str = "auto") -> ObsFeatures | ImageEncoder:
     """The encoder ``kind`` (one of :data:`ENCODERS`) for ``obs_space``; ``auto`` is
     ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise."""
     if kind not in ENCODERS:
         raise ValueError(f"unknown encoder {kind!r}; known: {', '.join(ENCODERS)}")
     image = image_layout(obs_space) is not None
-    if kind == "nature" or (kind == "auto" and image):
+    if kind == "auto":
+        kind = "nature" if image else "flat"
+    if kind in IMAGE_ENCODERS:
         if not image:
             raise UnsupportedObservations(
-                f"the nature encoder reads images (a 3-d uint8 Box with up to "
+                f"the {kind} encoder reads images (a 3-d uint8 Box with up to "
                 f"{MAX_CHANNELS} channels first or last), not {obs_space}")
-        return NatureCNN(obs_space)
+        return IMAGE_ENCODERS[kind](obs_space)
     if not isinstance(obs_space, spaces.Box | spaces.Discrete):
         raise UnsupportedObservations(
             f"the flat encoder reads Box or Discrete observations, not {obs_space}")

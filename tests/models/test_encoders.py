@@ -9,6 +9,7 @@ import torch
 from gymnasium import spaces
 
 from fastrl.models.encoders import (
+    ImpalaCNN,
     NatureCNN,
     ObsFeatures,
     UnsupportedObservations,
@@ -53,6 +54,21 @@ def test_channels_last_images_give_the_channels_first_result():
     assert torch.allclose(chw(obs), hwc(obs.permute(0, 2, 3, 1)), atol=1e-6)
 
 
+def test_impala_cnn_has_256_features_and_its_residual_stacks():
+    torch.manual_seed(0)
+    cnn = make_encoder(frames(84, 84, 4), "impala")
+    assert isinstance(cnn, ImpalaCNN)
+    out = cnn(torch.randint(0, 256, (2, 3, 84, 84, 4), dtype=torch.uint8))
+    assert out.shape == (2, 3, 256)
+    # 3 stacks of a conv and 2 blocks of 2 convs, then the linear layer over 32 x 11 x 11
+    convs = [m for m in cnn.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 15 and cnn.fc[0].in_features == 32 * 11 * 11
+    # a residual block is the identity plus its convolutions
+    block = cnn.convs[2]
+    x = torch.randn(1, 16, 5, 5)
+    assert torch.allclose(block(x), x + block.convs(x))
+
+
 def test_auto_picks_the_cnn_for_images_and_flat_features_otherwise():
     assert isinstance(make_encoder(frames(4, 84, 84)), NatureCNN)
     assert isinstance(make_encoder(spaces.Box(-1, 1, (4,))), ObsFeatures)
@@ -61,6 +77,8 @@ def test_auto_picks_the_cnn_for_images_and_flat_features_otherwise():
 
 @pytest.mark.parametrize("space, kind, words", [
     (spaces.Box(-1, 1, (4,)), "nature", ["nature encoder reads images", "Box"]),
+    (spaces.Box(-1, 1, (4,)), "impala", ["impala encoder reads images", "Box"]),
+    (frames(3, 6, 6), "impala", ["impala encoder needs images of at least 8x8", "6x6"]),
     (frames(4, 20, 20), "auto", ["at least 36x36", "20x20", "algo.encoder=flat"]),
     (spaces.MultiBinary(3), "auto", ["flat encoder reads Box or Discrete", "MultiBinary"]),
 ])
