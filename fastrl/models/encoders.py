@@ -34,8 +34,9 @@ def image_layout(space: spaces.Space) -> str | None:
 
 
 class ObsFeatures(nn.Module):
-    """Observations -> float feature vectors: one-hot for Discrete, flattened for Box, with
-    any number of leading batch dimensions. Has no parameters."""
+    """Observations -> float feature vectors: one-hot for Discrete, flattened (as numbers)
+    for Box, MultiDiscrete and MultiBinary, with any number of leading batch dimensions.
+    Has no parameters."""
 
     def __init__(self, obs_space: spaces.Space) -> None:
         super().__init__()
@@ -155,7 +156,4 @@ def make_encoder(obs_space: spaces.Space, kind: str = "auto") -> ObsFeatures | I
                 f"the {kind} encoder reads images (a 3-d uint8 Box with up to "
                 f"{MAX_CHANNELS} channels first or last), not {obs_space}")
         return IMAGE_ENCODERS[kind](obs_space)
-    if not isinstance(obs_space, spaces.Box | spaces.Discrete):
-        raise UnsupportedObservations(
-            f"the flat encoder reads Box or Discrete observations, not {obs_space}")
-    return ObsFeatures(obs_space)
+    return ObsFeatures(obs_space)  # every space the ring stores (fastrl.memory.layout)

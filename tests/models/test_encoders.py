@@ -73,6 +73,8 @@ def test_auto_picks_the_cnn_for_images_and_flat_features_otherwise():
     assert isinstance(make_encoder(frames(4, 84, 84)), NatureCNN)
     assert isinstance(make_encoder(spaces.Box(-1, 1, (4,))), ObsFeatures)
     assert isinstance(make_encoder(frames(4, 84, 84), "flat"), ObsFeatures)
+    multi = make_encoder(spaces.MultiBinary(3))  # flattened as numbers, as ever
+    assert multi.size == 3 and multi(torch.tensor([[1, 0, 1]], dtype=torch.int8)).shape == (1, 3)
 
 
 @pytest.mark.parametrize("space, kind, words", [
@@ -80,7 +82,6 @@ def test_auto_picks_the_cnn_for_images_and_flat_features_otherwise():
     (spaces.Box(-1, 1, (4,)), "impala", ["impala encoder reads images", "Box"]),
     (frames(3, 6, 6), "impala", ["impala encoder needs images of at least 8x8", "6x6"]),
     (frames(4, 20, 20), "auto", ["at least 36x36", "20x20", "algo.encoder=flat"]),
-    (spaces.MultiBinary(3), "auto", ["flat encoder reads Box or Discrete", "MultiBinary"]),
 ])
 def test_unreadable_observations_are_refused_by_name(space, kind, words):
     with pytest.raises(UnsupportedObservations) as err:
