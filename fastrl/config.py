@@ -77,6 +77,9 @@ class AlgoSettings:
                            "images), impala (IMPALA's residual CNN), auto (nature for uint8 "
                            "images, else flat)",
                            choices=ENCODERS)
+    normalize_obs: bool = setting(False, "standardise vector observations by running "
+                                  "statistics the learner updates from its batches (the "
+                                  "actor-critic algorithms' built-in network)")
     policy: str = setting("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
                           "subclass to act and train with (empty: the built-in network of name)")
 
@@ -331,6 +334,12 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
         raise ConfigError(f"config key 'algo.random_actions=true' needs "
                           f"{_names(lambda a: not a.trains)} (nothing can learn from random "
                           "actions)")
+    if cfg.algo.normalize_obs and (algo.policy.name != "actor-critic" or cfg.algo.policy):
+        which = _names(lambda a: a.policy.name == "actor-critic")
+        given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
+                                            if cfg.algo.policy else "")
+        raise ConfigError("config key 'algo.normalize_obs=true' needs the built-in network "
+                          f"(algo.policy empty) of {which}, not {given}")
     if cfg.env.fn and cfg.env.vector_fn:
         raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
                           f"{cfg.env.vector_fn}': give one env factory, not both")

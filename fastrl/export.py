@@ -5,9 +5,9 @@ The artifact maps a batch of observations (as fastrl stores them: a Box's own dt
 for Discrete; any batch size) to the policy's deterministic action: ``policy.act(obs,
 deterministic=True)[0]`` (the argmax / mode, ``Discrete.start`` included, as ``act`` returns
 it), cast to the stored action dtype and, for a Box, clipped to the space's bounds. What the
-network does to observations (one-hot, flattening, dtype casts) is part of the graph. fastrl
-has no observation normaliser yet, so there are no normalisation constants to bake in (the
-sidecar says so); a checkpoint that carries some is refused rather than exported without them.
+network does to observations (one-hot, flattening, dtype casts, the 1/255 of uint8 frames,
+``algo.normalize_obs``'s running statistics) is part of the graph; the sidecar says whether
+there were statistics (``normalizer_baked_in``).
 
 Formats: ``onnx`` (default; ``torch.onnx.export(dynamo=True)``, one ``.onnx`` file, needs the
 ``export`` extra) and ``torch-export`` (a ``torch.export`` ExportedProgram saved with
@@ -51,6 +51,7 @@ from fastrl.errors import INPUT_ERRORS
 from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.memory.layout import storage_of
 from fastrl.models.base import sample_obs
+from fastrl.models.encoders import RunningNorm
 
 #: Format name -> file suffix of its artifact.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
@@ -167,7 +168,8 @@ def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str
         "action": ("policy.act(obs, deterministic=True)[0]"
                    + (", clipped to the Box bounds" if isinstance(plan.act_space, spaces.Box)
                       else "")),
-        "normalizer_baked_in": False,  # fastrl has no observation normaliser yet
+        # algo.normalize_obs: the running statistics are part of the network's graph
+        "normalizer_baked_in": any(isinstance(m, RunningNorm) for m in loaded.policy.modules()),
         "policy_class": type(loaded.policy).__qualname__,
         "algo": loaded.config.algo.name,
         "env_id": ckpt.manifest.get("env_id", loaded.config.env.id),
@@ -232,9 +234,6 @@ def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
     """Write ``loaded``'s deterministic policy as ``fmt`` to ``out`` (default:
     :func:`default_out`) and its JSON sidecar to ``<out>.json``."""
     check_format(fmt)
-    if loaded.normalizer is not None:
-        raise ExportError(f"{loaded.checkpoint.path} holds observation normalisation "
-                          "constants, which this fastrl cannot bake into an export")
     artifact = Path(out) if out is not None else default_out(loaded.checkpoint, fmt)
     artifact.parent.mkdir(parents=True, exist_ok=True)
     module = DeterministicAction(loaded.policy, loaded.plan.act_space)

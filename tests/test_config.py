@@ -47,6 +47,8 @@ def test_every_field_is_typed_and_documented():
     ("algo.hidden_sizes=[64,0]", ["algo.hidden_sizes", "positive"]),
     ("algo.encoder=resnet", ["algo.encoder", "auto", "flat", "nature", "impala"]),
     ("algo.name=sac algo.encoder=impala", ["algo.encoder=impala", "sac", "auto, flat"]),
+    ("algo.name=dqn algo.normalize_obs=true", ["algo.normalize_obs=true", "ppo", "not "
+                                               "algo.name=dqn"]),
     ("infra.staging_depth=-1", ["infra.staging_depth", ">= 0"]),
     ("log.metrics_every_s=-1", ["log.metrics_every_s", ">= 0"]),
     ("algo.appo.rho_bar=0", ["algo.appo.rho_bar", "> 0"]),

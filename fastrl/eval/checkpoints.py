@@ -52,12 +52,6 @@ def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
     """One checkpoint's result on ``suite``: ``checkpoint`` (its folder), ``global_step``,
     ``algo``, ``summary`` (flat floats, :func:`~fastrl.eval.harness.summarize`) and
     ``per_seed`` (:meth:`~fastrl.eval.harness.Episodes.per_seed`)."""
-    if loaded.normalizer is not None:
-        # fastrl writes no normaliser yet; evaluating raw observations would misjudge a
-        # policy trained on normalised ones, so refuse rather than guess its format.
-        raise EvalError(f"{loaded.checkpoint.path}: it holds observation normalisation "
-                        "constants, which this fastrl cannot apply; evaluate it with the "
-                        "fastrl version that wrote it")
     episodes = evaluate_episodes(loaded.policy.to(device), env, suite.seeds, device,
                                  suite.max_steps, episodes_per_seed=suite.episodes_per_seed)
     return {"checkpoint": str(loaded.checkpoint.path),

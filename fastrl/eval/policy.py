@@ -21,8 +21,7 @@ class LoadedPolicy:
     checkpoint: Checkpoint
     config: MainConfig
     plan: RunPlan
-    policy: torch.nn.Module  # on the CPU, in eval mode
-    normalizer: Any  # observation normalisation constants (None: none was used)
+    policy: torch.nn.Module  # on the CPU, in eval mode (any normaliser inside it)
 
 
 def load_policy(path: Checkpoint | Path | str, env: Any = None,
@@ -44,4 +43,4 @@ def load_policy(path: Checkpoint | Path | str, env: Any = None,
     model = plan.policy()
     model.load_state_dict(state["model"])
     model.eval()
-    return LoadedPolicy(ckpt, cfg, plan, model, state.get("normalizer"))
+    return LoadedPolicy(ckpt, cfg, plan, model)

@@ -36,6 +36,7 @@ from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
+from fastrl.models.encoders import observe_observations
 from fastrl.models.policy import flat_params, load_flat_params, param_shapes
 from fastrl.plan import RunPlan
 
@@ -223,7 +224,7 @@ class Learner:
         # A copy: training goes on while a periodic checkpoint is written.
         state = copy.deepcopy({
             "model": self.policy.state_dict(), "algo": self.algo.state_dict(),
-            "rng": rng_state(), "normalizer": None,  # no observation normalisation yet
+            "rng": rng_state(),
             **{key: getattr(self, key) for key in self.SCHEDULE}})
 
         rings = {}
@@ -376,7 +377,10 @@ class Learner:
         batch, self._staged = self._staged or self._next_batch(wait=True), None
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
         with self.timer.stage("train"):
-            stats = self.algo.update(batch.use(), lr)
+            data = batch.use()
+            if algo.normalize_obs:  # the statistics first: this batch is trained on with them
+                observe_observations(self.policy, data["obs"])
+            stats = self.algo.update(data, lr)
             batch.done()
         self.version += 1
         self.global_step += batch.steps

@@ -33,24 +33,75 @@ def image_layout(space: spaces.Space) -> str | None:
     return "HWC" if space.shape[-1] <= MAX_CHANNELS else None
 
 
+class RunningNorm(nn.Module):
+    """Standardises feature vectors by their running mean and variance (Chan et al.'s
+    parallel update over whole batches), clipped to +-10 as SB3's VecNormalize clips. The
+    statistics are frozen parameters, so that they travel with the weights: to the workers,
+    into checkpoints and into exported graphs."""
+
+    CLIP = 10.0
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.mean = nn.Parameter(torch.zeros(size), requires_grad=False)
+        self.var = nn.Parameter(torch.ones(size), requires_grad=False)
+        self.count = nn.Parameter(torch.full((1,), 1e-4), requires_grad=False)  # (SB3's)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Fold the rows of ``x`` ``[n, size]`` into the statistics."""
+        n = x.shape[0]
+        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+        delta, total = b_mean - self.mean, self.count + n
+        m2 = self.var * self.count + b_var * n + delta * delta * self.count * n / total
+        self.mean.add_(delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x - self.mean) * torch.rsqrt(self.var + 1e-8)).clamp(-self.CLIP, self.CLIP)
+
+
 class ObsFeatures(nn.Module):
     """Observations -> float feature vectors: one-hot for Discrete, flattened (as numbers)
     for Box, MultiDiscrete and MultiBinary, with any number of leading batch dimensions.
-    Has no parameters."""
+    ``normalize`` standardises Box features by their running statistics
+    (:class:`RunningNorm`, updated by :meth:`observe`); otherwise it has no parameters."""
 
-    def __init__(self, obs_space: spaces.Space) -> None:
+    def __init__(self, obs_space: spaces.Space, normalize: bool = False) -> None:
         super().__init__()
         discrete = isinstance(obs_space, spaces.Discrete)
         self._one_hot = int(obs_space.n) if discrete else 0
         self._start = int(obs_space.start) if discrete else 0
         self._ndim = len(obs_space.shape or ())
         self.size = self._one_hot or int(np.prod(obs_space.shape))
+        if normalize and not isinstance(obs_space, spaces.Box):
+            raise UnsupportedObservations(
+                f"algo.normalize_obs standardises Box observations, not {obs_space}")
+        self.norm = RunningNorm(self.size) if normalize else None
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def _flat(self, obs: torch.Tensor) -> torch.Tensor:
         if self._one_hot:
             return nn.functional.one_hot(obs.long() - self._start, self._one_hot).float()
         batch = obs.shape[: obs.dim() - self._ndim]
         return obs.reshape(*batch, -1).float()
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self._flat(obs)
+        return x if self.norm is None else self.norm(x)
+
+    def observe(self, obs: torch.Tensor) -> None:
+        """Fold a batch of observations (any leading dims) into the running statistics."""
+        if self.norm is not None:
+            self.norm.update(self._flat(obs).reshape(-1, self.size))
+
+
+def observe_observations(model: nn.Module, obs: torch.Tensor) -> None:
+    """Update every observation normaliser inside ``model`` with a batch of observations
+    (the learner's, before it trains on them)."""
+    for module in model.modules():
+        if isinstance(module, ObsFeatures):
+            module.observe(obs)
 
 
 class ImageEncoder(nn.Module):
@@ -142,9 +193,11 @@ def _conv(c_in: int, c_out: int, kernel: int, stride: int, padding: int = 0) -> 
 IMAGE_ENCODERS = {cls.name: cls for cls in (NatureCNN, ImpalaCNN)}
 
 
-def make_encoder(obs_space: spaces.Space, kind: str = "auto") -> ObsFeatures | ImageEncoder:
+def make_encoder(obs_space: spaces.Space, kind: str = "auto",
+                 normalize: bool = False) -> ObsFeatures | ImageEncoder:
     """The encoder ``kind`` (one of :data:`ENCODERS`) for ``obs_space``; ``auto`` is
-    ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise."""
+    ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise.
+    ``normalize`` standardises flat Box features (images are scaled by 1/255 instead)."""
     if kind not in ENCODERS:
         raise ValueError(f"unknown encoder {kind!r}; known: {', '.join(ENCODERS)}")
     image = image_layout(obs_space) is not None
@@ -155,5 +208,10 @@ def make_encoder(obs_space: spaces.Space, kind: str = "auto") -> ObsFeatures | I
             raise UnsupportedObservations(
                 f"the {kind} encoder reads images (a 3-d uint8 Box with up to "
                 f"{MAX_CHANNELS} channels first or last), not {obs_space}")
+        if normalize:
+            raise UnsupportedObservations(
+                f"algo.normalize_obs standardises vector observations; the {kind} encoder "
+                "scales image pixels by 1/255 itself")
         return IMAGE_ENCODERS[kind](obs_space)
-    return ObsFeatures(obs_space)  # every space the ring stores (fastrl.memory.layout)
+    # every space the ring stores (fastrl.memory.layout)
+    return ObsFeatures(obs_space, normalize)

@@ -68,7 +68,8 @@ def _not_bounded_box(space: gym.Space) -> str | None:
 #: A policy and a value head: ``act``, ``evaluate`` and ``value`` (ppo, appo, a2c).
 ACTOR_CRITIC = PolicyFamily(
     name="actor-critic",
-    build=lambda obs, act, algo: ActorCritic(obs, act, algo.hidden_sizes, algo.encoder),
+    build=lambda obs, act, algo: ActorCritic(obs, act, algo.hidden_sizes, algo.encoder,
+                                              algo.normalize_obs),
     wrap=lambda module, obs, act, algo: ModuleActorCritic(module, obs, act, algo),
     check_calls=check_actor_critic_calls,
     check_module_output=check_actor_critic_output,

@@ -97,10 +97,10 @@ class ActorCritic(PolicyHead, nn.Module):
     with any number of leading batch dimensions."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
-                 encoder: str = "auto"):
+                 encoder: str = "auto", normalize_obs: bool = False):
         super().__init__()
         # one encoder feeds both heads: a CNN torso is most of the network's cost
-        self._features = make_encoder(obs_space, encoder)
+        self._features = make_encoder(obs_space, encoder, normalize_obs)
         self._act_start = 0  # Discrete(n, start): the network's classes are 0..n-1
         n_obs = self._features.size
         if isinstance(act_space, spaces.Discrete):

@@ -5,7 +5,6 @@ suites are refused in one line. (The command as a process: tests/cli/test_eval_c
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 
@@ -15,9 +14,9 @@ from helpers import checkpoint_folders as folders
 
 from fastrl.checkpoint import MANIFEST
 from fastrl.envs.source import EnvSource
-from fastrl.eval.checkpoints import checkpoint_report, evaluate_checkpoints, evaluate_loaded
+from fastrl.eval.checkpoints import checkpoint_report, evaluate_checkpoints
 from fastrl.eval.cli import main
-from fastrl.eval.harness import EvalError, SeedSuite, evaluate, evaluate_episodes
+from fastrl.eval.harness import evaluate, evaluate_episodes
 from fastrl.eval.policy import load_policy
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -56,12 +55,6 @@ def test_results_match_a_direct_evaluate_call(run):
 def test_results_repeat_exactly(run):
     overrides = {"num_seeds": 4, "episodes_per_seed": 2}
     assert evaluate_checkpoints([run], overrides) == evaluate_checkpoints([run], overrides)
-
-
-def test_refuses_observation_normalisation_it_cannot_apply(run):
-    loaded = dataclasses.replace(load_policy(run), normalizer={"mean": [0.0] * 4})
-    with pytest.raises(EvalError, match="normalisation"):
-        evaluate_loaded(loaded, CARTPOLE, SeedSuite(0, 1))
 
 
 def test_json_schema(run, tmp_path, capsys):

@@ -1,5 +1,6 @@
 """Observation encoders (fastrl.models.encoders): which spaces are images, the Nature CNN's
-shapes, layouts and scaling, the built-in networks on images, and the refusals."""
+shapes, layouts and scaling, the built-in networks on images, the running observation
+normaliser, and the refusals."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from fastrl.models.encoders import (
     ImpalaCNN,
     NatureCNN,
     ObsFeatures,
+    RunningNorm,
     UnsupportedObservations,
     image_layout,
     make_encoder,
+    observe_observations,
 )
-from fastrl.models.policy import ActorCritic
+from fastrl.models.policy import ActorCritic, flat_params
 from fastrl.models.qnet import QNetwork
 
 
@@ -107,3 +110,40 @@ def test_q_network_on_images():
     out = q(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
     assert out.shape == (2, 4)
     assert isinstance(q._features, NatureCNN)
+
+
+def test_running_statistics_are_those_of_all_batches_seen():
+    torch.manual_seed(0)
+    norm = RunningNorm(3)
+    batches = [torch.randn(n, 3) * torch.tensor([1.0, 5.0, 0.1]) + 2 for n in (7, 100, 33)]
+    for b in batches:
+        norm.update(b)
+    every = torch.cat(batches).double()
+    assert norm.count.item() == pytest.approx(140, abs=1e-3)
+    assert torch.allclose(norm.mean.double(), every.mean(0), atol=1e-5)
+    # (the prior of SB3: variance 1 at a count of 1e-4, a few 1e-6 here)
+    assert torch.allclose(norm.var.double(), every.var(0, unbiased=False), atol=1e-5)
+    x = torch.tensor([[2.0, 2.0, 2.0], [2.0, 2.0, 1e6]])
+    out = norm(x)
+    assert out[1, 2] == RunningNorm.CLIP and torch.allclose(out[0], torch.zeros(3), atol=0.2)
+
+
+def test_a_normalising_policy_observes_batches_and_its_statistics_travel_with_the_weights():
+    space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    policy = ActorCritic(space, spaces.Discrete(2), [8], normalize_obs=True)
+    plain = ActorCritic(space, spaces.Discrete(2), [8])
+    assert flat_params(policy).size == flat_params(plain).size + 4 + 4 + 1
+    assert not any(p.requires_grad for n, p in policy.named_parameters() if "norm" in n)
+    obs = torch.randn(16, 3, 4) * 10 + 3  # [T, N, obs] as the learner's batches come
+    observe_observations(policy, obs)
+    features = policy._features(obs.reshape(-1, 4))
+    assert torch.allclose(features.mean(0), torch.zeros(4), atol=1e-4)
+    assert torch.allclose(features.std(0, unbiased=False), torch.ones(4), atol=1e-3)
+    observe_observations(plain, obs)  # nothing to update: no error, no change
+    assert torch.equal(plain._features(obs), obs)
+
+
+@pytest.mark.parametrize("space, kind", [(spaces.Discrete(5), "auto"), (frames(4, 84, 84), "auto")])
+def test_normalisation_is_refused_where_it_has_no_meaning(space, kind):
+    with pytest.raises(UnsupportedObservations, match="normalize_obs"):
+        make_encoder(space, kind, normalize=True)
