@@ -80,6 +80,9 @@ class AlgoSettings:
     normalize_obs: bool = setting(False, "standardise vector observations by running "
                                   "statistics the learner updates from its batches (the "
                                   "actor-critic algorithms' built-in network)")
+    normalize_reward: bool = setting(False, "scale the rewards trained on by the running std "
+                                     "of discounted returns (SB3 VecNormalize's; the "
+                                     "actor-critic algorithms; logged returns stay the env's)")
     policy: str = setting("", "import string 'package.module:MyPolicy' of a fastrl.BasePolicy "
                           "subclass to act and train with (empty: the built-in network of name)")
 
@@ -340,6 +343,10 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                                             if cfg.algo.policy else "")
         raise ConfigError("config key 'algo.normalize_obs=true' needs the built-in network "
                           f"(algo.policy empty) of {which}, not {given}")
+    if cfg.algo.normalize_reward and not algo.data.on_policy:
+        raise ConfigError("config key 'algo.normalize_reward=true' scales the batches of "
+                          f"{_names(lambda a: a.data.on_policy and a.trains)}, not "
+                          f"algo.name={algo.name}'s")
     if cfg.env.fn and cfg.env.vector_fn:
         raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
                           f"{cfg.env.vector_fn}': give one env factory, not both")

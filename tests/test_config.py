@@ -49,6 +49,8 @@ def test_every_field_is_typed_and_documented():
     ("algo.name=sac algo.encoder=impala", ["algo.encoder=impala", "sac", "auto, flat"]),
     ("algo.name=dqn algo.normalize_obs=true", ["algo.normalize_obs=true", "ppo", "not "
                                                "algo.name=dqn"]),
+    ("algo.name=sac algo.normalize_reward=true", ["algo.normalize_reward=true", "ppo",
+                                                  "not algo.name=sac"]),
     ("infra.staging_depth=-1", ["infra.staging_depth", ">= 0"]),
     ("log.metrics_every_s=-1", ["log.metrics_every_s", ">= 0"]),
     ("algo.appo.rho_bar=0", ["algo.appo.rho_bar", "> 0"]),

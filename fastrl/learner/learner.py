@@ -30,6 +30,7 @@ from fastrl.core.timing import StageTimer, timing_metrics
 from fastrl.eval.harness import SeedSuite, evaluate
 from fastrl.learner.offpolicy import ReplayFeed, replay_shape
 from fastrl.learner.report import ReportWindow
+from fastrl.learner.reward_scale import ReturnScale
 from fastrl.learner.staging import StagedBatch, make_stager
 from fastrl.learner.writes import BackgroundWrite
 from fastrl.memory.ring import INCARNATION, WRITE_SEQ, Ring
@@ -155,6 +156,8 @@ class Learner:
         self.stager = make_stager(plan.layout, self.device, cfg.infra.staging_depth) \
             if self.data.on_policy else None
         self._staged: StagedBatch | None = None  # the next batch, staged ahead
+        self.reward_scale = ReturnScale(cfg.total_envs, cfg.algo.gamma) \
+            if cfg.algo.normalize_reward else None
         self._turn = 0  # appo: the ring whose slot is taken first next time
         self.version = 0
         self.global_step = 0
@@ -183,6 +186,8 @@ class Learner:
         self.algo.load_state_dict(state.get("algo") or {"optimizer": state["optimizer"]})
         for key in self.SCHEDULE:
             setattr(self, key, state[key])
+        if self.reward_scale and "reward_scale" in state:
+            self.reward_scale.load_state_dict(state["reward_scale"])
         if self.feed:
             with np.load(path.parent / "replay.npz") as replay:
                 self.feed.restore(state["replay"], dict(replay))
@@ -225,6 +230,7 @@ class Learner:
         state = copy.deepcopy({
             "model": self.policy.state_dict(), "algo": self.algo.state_dict(),
             "rng": rng_state(),
+            **({"reward_scale": self.reward_scale.state_dict()} if self.reward_scale else {}),
             **{key: getattr(self, key) for key in self.SCHEDULE}})
 
         rings = {}
@@ -378,8 +384,11 @@ class Learner:
         lr = algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
         with self.timer.stage("train"):
             data = batch.use()
-            if algo.normalize_obs:  # the statistics first: this batch is trained on with them
+            # the statistics first: this batch is trained on with them
+            if algo.normalize_obs:
                 observe_observations(self.policy, data["obs"])
+            if self.reward_scale:
+                data = {**data, "reward": data["reward"] * self._reward_factor(batch.host)}
             stats = self.algo.update(data, lr)
             batch.done()
         self.version += 1
@@ -393,6 +402,11 @@ class Learner:
         self.window.add_update(stats)
         self._last["lr"] = lr
         self.weights.beat(time.monotonic_ns())
+
+    def _reward_factor(self, host: dict[str, np.ndarray]) -> float:
+        """Fold a batch's rewards into the return statistics; the factor to scale them by."""
+        return self.reward_scale.update(host["reward"], host["terminated"] | host["truncated"],
+                                        host["env_id"], self.cfg.infra.envs_per_worker)
 
     def _may_stage_ahead(self) -> bool:
         """Stage the next batch while this update runs only if the next update is certain to

@@ -1,0 +1,53 @@
+"""Return-based reward scaling (fastrl.learner.reward_scale) against a plainly written
+per-env loop: running returns across batches and episode ends, two slots of one worker in a
+batch, the factor, and a state round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fastrl.learner.reward_scale import ReturnScale
+
+GAMMA = 0.9
+
+
+def plain_returns(rewards: list[float], dones: list[bool]) -> list[float]:
+    """SB3's VecNormalize returns of one env: ret = gamma * ret + r, zeroed after an end."""
+    out, ret = [], 0.0
+    for r, d in zip(rewards, dones):
+        ret = GAMMA * ret + r
+        out.append(ret)
+        ret = 0.0 if d else ret
+    return out
+
+
+def test_returns_run_on_across_batches_and_slots_and_scale_by_their_std():
+    rng = np.random.default_rng(0)
+    T, E, envs = 5, 2, 4  # two workers of two envs
+    scale = ReturnScale(envs, GAMMA)
+    history = {e: ([], []) for e in range(envs)}
+    # batches: worker 0 then 1 (one slot each); then two slots of worker 1 in one batch
+    for workers in ([0, 1], [1, 1], [0, 1]):
+        cols = [w * E + e for w in workers for e in range(E)]
+        reward = rng.normal(size=(T, len(cols)))
+        done = rng.random((T, len(cols))) < 0.2
+        env_id = np.tile(np.array(cols), (T, 1))
+        factor = scale.update(reward, done, env_id, envs_per_slot=E)
+        for j, e in enumerate(cols):
+            history[e][0].extend(reward[:, j])
+            history[e][1].extend(done[:, j])
+    seen = np.concatenate([plain_returns(*history[e]) for e in range(envs)])
+    assert scale.stats.count.item() == pytest.approx(seen.size, abs=1e-3)
+    assert scale.stats.var.item() == pytest.approx(seen.var(), rel=1e-4)
+    assert factor == pytest.approx(1 / np.sqrt(seen.var()), rel=1e-4)
+    for e in range(envs):  # the running return each env carries into its next batch
+        rewards, dones = history[e]
+        expected = 0.0 if dones[-1] else plain_returns(rewards, dones)[-1]
+        assert scale.returns[e] == pytest.approx(expected)
+
+    again = ReturnScale(envs, GAMMA)
+    again.load_state_dict({k: v.clone() for k, v in scale.state_dict().items()})
+    assert np.array_equal(again.returns, scale.returns)
+    assert torch.equal(again.stats.var, scale.stats.var)
