@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fastrl.bench.measure import Result, skipped, snapshot, summarize
+from fastrl.envs.atari import PREFIX, AtariSettings, is_atari
 from fastrl.envs.source import make_env
 from fastrl.models.actors import RANDOM_TABLE, random_actor
 
@@ -120,8 +121,20 @@ def envpool(env_id, kwargs, num_envs, workers, warmup_s, duration_s) -> Result:
     except ImportError:
         return skipped("EnvPool", "collect", workers, num_envs,
                        "envpool not installed (pip install -e '.[bench]')")
+    if is_atari(env_id):
+        env_id, kwargs = env_id.removeprefix(PREFIX), {**envpool_atari(AtariSettings()), **kwargs}
     if env_id not in ep.list_all_envs():
         return skipped("EnvPool", "collect", workers, num_envs, f"EnvPool has no {env_id}")
     return _vector("EnvPool", lambda: ep.make_gymnasium(
         env_id, num_envs=num_envs, num_threads=workers, **kwargs), workers, num_envs,
         warmup_s, duration_s)
+
+
+def envpool_atari(atari: AtariSettings) -> dict[str, Any]:
+    """EnvPool's options for fastrl.envs.atari's preprocessing (``atari``): the same frames,
+    no-ops, sticky actions and episode ends, no reward clipping and no FIRE at reset."""
+    return {"episodic_life": atari.terminal_on_life_loss, "reward_clip": False,
+            "use_fire_reset": False, "stack_num": atari.frame_stack,
+            "frame_skip": atari.frame_skip, "noop_max": atari.noop_max,
+            "img_height": atari.screen_size, "img_width": atari.screen_size,
+            "gray_scale": True, "repeat_action_probability": atari.sticky_actions}

@@ -13,7 +13,9 @@ from fastrl.bench.__main__ import median, parse_args
 from fastrl.bench.fastrl_runs import window_costs
 from fastrl.bench.learner import LoopbackRing, learner_config, synthetic_slot
 from fastrl.bench.measure import Snapshot, skipped, summarize
+from fastrl.bench.peers import envpool_atari
 from fastrl.bench.report import plot_scaling
+from fastrl.envs.atari import AtariSettings
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import plan_run
 
@@ -128,3 +130,11 @@ def test_loopback_ring_keeps_every_slot_published_until_the_run_is_over():
         assert ring.occupancy() == left
         ring.release()
     assert not ring.has_ready_slot()
+
+
+def test_envpool_atari_peer_takes_fastrl_s_preprocessing():
+    options = envpool_atari(AtariSettings(frame_stack=2, screen_size=64, noop_max=7,
+                                          terminal_on_life_loss=True, sticky_actions=0.0))
+    assert options == {"episodic_life": True, "reward_clip": False, "use_fire_reset": False,
+                       "stack_num": 2, "frame_skip": 4, "noop_max": 7, "img_height": 64,
+                       "img_width": 64, "gray_scale": True, "repeat_action_probability": 0.0}
