@@ -56,6 +56,7 @@ from gymnasium import spaces
 from fastrl.algos.base import DataMode
 from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
+from fastrl.envs.atari import is_atari
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of
@@ -135,6 +136,13 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
         source, factory = "env.fn", _factory_name(env.env_fn)
     elif env.batched:
         source, factory = "built-in batched", _factory_name(BUILTIN_BATCHED[env.env_id])
+    elif is_atari(env.env_id):
+        a = env.atari
+        source, factory = "atari", (
+            f"frame skip {a.frame_skip} max-pooled, {a.screen_size}x{a.screen_size} grayscale, "
+            f"{a.frame_stack} stacked, up to {a.noop_max} no-ops, sticky actions "
+            f"{a.sticky_actions}" + (", life loss ends episodes" if a.terminal_on_life_loss
+                                     else ""))
     else:
         source, factory = "gymnasium.make", None
     return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
@@ -305,8 +313,9 @@ def _runtime_line(report: dict[str, Any]) -> str:
 
 def _env_text(env: dict[str, Any]) -> str:
     kwargs = ", ".join(f"{k}={v!r}" for k, v in env["kwargs"].items())
-    if env["source"] == "gymnasium.make":
-        return f"gymnasium.make({', '.join([repr(env['id'])] + ([kwargs] if kwargs else []))})"
+    if env["source"] in ("gymnasium.make", "atari"):
+        made = f"gymnasium.make({', '.join([repr(env['id'])] + ([kwargs] if kwargs else []))})"
+        return made if env["source"] == "gymnasium.make" else f"{made}; {env['factory']}"
     return f"{env['source']} {env['factory']}({kwargs}) as {env['id']!r}"
 
 

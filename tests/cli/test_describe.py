@@ -230,3 +230,12 @@ def test_ray_runtime_shows_actors_and_how_slots_and_weights_travel(address):
     assert "3 workers as Ray actors" in text and "Ray's object store" in text
     local, _ = report_of(TINY)
     assert local["run"]["processes"]["ray_actors"] == 0
+
+
+def test_an_atari_run_shows_its_preprocessing_and_uint8_frame_bytes():
+    report, plan = report_of([], str(CONFIGS / "atari_ppo.yaml"))
+    text = render(report)
+    assert "gymnasium.make('ALE/Pong-v5'); frame skip 4" in text
+    assert "84x84 grayscale, 4 stacked" in " ".join(text.split())  # (the box wraps lines)
+    obs = next(f for f in plan.layout.fields if f.name == "obs")
+    assert obs.dtype == "uint8" and obs.nbytes == 128 * 4 * 4 * 84 * 84  # T x E x frames
