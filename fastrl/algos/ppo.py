@@ -88,18 +88,34 @@ class PPO:
                     values: torch.Tensor) -> torch.Tensor:
         """The value of the state after each step of the same episode (see the module doc):
         ``values[t+1]``, the bootstrap observation's after the last step, the real final
-        observation's where truncated. The value of every step's final observation is
-        computed, and the truncated ones picked on the device: a data-dependent branch
-        would wait for the GPU.
+        observation's where truncated. On a GPU the value of every step's final observation
+        is computed and the truncated ones picked on the device (a data-dependent branch
+        would wait for it); on the CPU only the truncated steps' (a whole extra forward
+        pass costs a CNN policy 8% of its update).
         """
         bootstrap = self.policy.value(batch["bootstrap_obs"])
         after = torch.cat([values[1:], bootstrap[None]])
+        if batch["truncated"].device.type == "cpu":
+            return self._final_values_where_truncated(batch, after)
+        return self._final_values_everywhere(batch, after)
+
+    def _final_values_where_truncated(self, batch: dict[str, torch.Tensor],
+                                      after: torch.Tensor) -> torch.Tensor:
+        """``after`` with the final observations' values written where truncated."""
+        which = batch["truncated"].nonzero(as_tuple=True)
+        if len(which[0]):
+            after[which] = self.policy.value(batch["final_obs"][which])
+        return after
+
+    def _final_values_everywhere(self, batch: dict[str, torch.Tensor],
+                                 after: torch.Tensor) -> torch.Tensor:
+        """The same without a data-dependent branch: every step's final value, picked."""
         truncated = batch["truncated"]
         # final_obs holds stale bytes (zeros at first) where no episode was truncated: the
         # network sees the step's own observation there instead, always a valid one.
         where = truncated.view(*truncated.shape, *[1] * (batch["obs"].dim() - 2))
         final_obs = torch.where(where, batch["final_obs"], batch["obs"])
-        final = self.policy.value(final_obs.flatten(0, 1)).view_as(values)
+        final = self.policy.value(final_obs.flatten(0, 1)).view_as(after)
         return torch.where(truncated, final, after)
 
     @torch.no_grad()

@@ -149,3 +149,20 @@ def test_update_takes_the_textbook_steps_and_reports_the_last_epoch(overrides):
         assert torch.allclose(got, want, atol=1e-6)
     names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
     assert torch.allclose(torch.stack([stats[k] for k in names]), expected, atol=1e-6)
+
+
+def test_final_values_are_the_same_with_and_without_a_branch():
+    # the CPU picks the truncated rows; a GPU computes every row and selects on the device
+    torch.manual_seed(0)
+    policy = ActorCritic(spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2), [8])
+    ppo = PPO(policy, AlgoConfig())
+    T, N = 6, 4
+    batch = {"obs": torch.randn(T, N, 3), "final_obs": torch.randn(T, N, 3),
+             "truncated": torch.rand(T, N) < 0.3}
+    after = torch.randn(T, N)
+    picked = ppo._final_values_where_truncated(batch, after.clone())
+    # (equal up to rounding: a matmul over fewer rows may sum in another order)
+    assert torch.allclose(picked, ppo._final_values_everywhere(batch, after.clone()), atol=1e-6)
+    assert not torch.equal(picked, after)  # some rows were truncated and rewritten
+    none = {**batch, "truncated": torch.zeros(T, N, dtype=torch.bool)}
+    assert torch.equal(ppo._final_values_where_truncated(none, after.clone()), after)
