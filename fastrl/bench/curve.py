@@ -69,6 +69,8 @@ def plot_curve(path: Path, title: str, episodes: dict[str, np.ndarray],
         ax.set_xlabel(label)
         ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
+    axes[0].xaxis.set_major_formatter(plt.FuncFormatter(
+        lambda x, _: f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k"))
     if len(evals.get("return_mean", ())):
         axes[0].plot(evals["step"], evals["return_mean"], "o-", color="C1", label="evaluation")
     axes[0].legend(fontsize=8)
