@@ -10,16 +10,18 @@ import pytest
 from fastrl.algos.registry import ALGORITHMS
 from fastrl.config import AlgoConfig, ConfigError, MainConfig, config_hash, load_config, to_yaml
 
-#: The default config's hash before the algorithms became plug-ins: a run resumed, exported
-#: or evaluated across the change records the same hash for the same config.
-HASH_BEFORE_PLUGINS = "d99b3b0e"
+#: The default config's hash: the algorithms' plug-in sections must not move it (it was
+#: d99b3b0e before they became plug-ins, and until issue 18 added env.clip_rewards,
+#: env.atari, algo.encoder and algo.normalize_obs/normalize_reward). A change of keys moves
+#: it on purpose; an accidental reordering of sections must not.
+DEFAULT_HASH = "15b6437e"
 
 
 def test_plugin_sections_keep_their_order_and_the_default_hash():
     sections = [f.name for f in fields(AlgoConfig) if f.name in
                 {"appo", "replay", "dqn", "sac"} | set(ALGORITHMS)]
     assert sections == ["appo", "replay", "dqn", "sac"]
-    assert config_hash(MainConfig()).startswith(HASH_BEFORE_PLUGINS)
+    assert config_hash(MainConfig()).startswith(DEFAULT_HASH)
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
