@@ -35,6 +35,36 @@ class AtariSettings:
     terminal_on_life_loss: bool = setting(False, "end the episode at every lost life")
     sticky_actions: float = setting(0.25, "probability that the previous action repeats "
                                     "(the v5 default)", ge=0, le=1)
+    fire_reset: bool = setting(False, "press FIRE at every reset and after every lost life "
+                               "in games that have it (Breakout's ball waits for it: a "
+                               "deterministic policy that never fires stalls)")
+
+
+class FireOnReset(gym.Wrapper):
+    """Presses FIRE after every reset and every lost life, in agent steps of the wrapped
+    (preprocessed) game; the FIRE step's reward is added to the step that lost the life."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._fire = env.unwrapped.get_action_meanings().index("FIRE")
+        self._lives = 0
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(self._fire)
+        if terminated or truncated:  # (a game over within one step: start again)
+            obs, info = self.env.reset(**kwargs)
+        self._lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        if lives < self._lives and not (terminated or truncated):
+            obs, fired, terminated, truncated, info = self.env.step(self._fire)
+            reward += fired
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
 
 
 def is_atari(env_id: str) -> bool:
@@ -63,4 +93,6 @@ def make_atari(env_id: str, kwargs: dict[str, Any], settings: AtariSettings) -> 
         env, noop_max=settings.noop_max, frame_skip=settings.frame_skip,
         screen_size=settings.screen_size, terminal_on_life_loss=settings.terminal_on_life_loss,
         grayscale_obs=True, scale_obs=False)
+    if settings.fire_reset and "FIRE" in env.unwrapped.get_action_meanings():
+        env = FireOnReset(env)
     return FrameStackObservation(env, settings.frame_stack)

@@ -47,3 +47,23 @@ def test_a_missing_ale_py_names_the_atari_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py raises ImportError
     with pytest.raises(EnvError, match=r"ALE/Pong-v5.*atari extra.*\.\[atari\]"):
         env_source(load_config(None, ["env.id=ALE/Pong-v5"]).env).make_one()
+
+
+@pytest.mark.parametrize("fire_reset", [False, True])
+def test_fire_reset_launches_the_ball_that_a_noop_policy_never_would(fire_reset):
+    cfg = load_config(None, ["env.id=ALE/Breakout-v5", "env.atari.noop_max=0",
+                             "env.atari.sticky_actions=0", f"env.atari.fire_reset={fire_reset}"])
+    env = env_source(cfg.env).make_one()
+    try:
+        env.reset(seed=0)
+        ale = env.unwrapped.ale
+        lost = []
+        for _ in range(1500):  # NOOP only: without FIRE the ball never leaves the paddle
+            _, _, terminated, truncated, _ = env.step(0)
+            lost.append(5 - ale.lives())
+            if terminated or truncated:
+                break
+        # with FIRE pressed for it, the ball is relaunched after every lost life
+        assert (max(lost) >= 2) if fire_reset else (max(lost) == 0)
+    finally:
+        env.close()
