@@ -37,3 +37,15 @@ class BatchedEnv(Protocol):
     def close(self) -> None:
         """Free the simulator's resources."""
         ...
+
+
+def checked_discrete_actions(actions: np.ndarray, num_envs: int, n: int,
+                             simulator: str) -> np.ndarray:
+    """``actions`` as an array of ``num_envs`` classes in ``0..n-1``; a ValueError naming
+    ``simulator`` and what it got otherwise (fastrl's own numba simulators check here)."""
+    actions = np.asarray(actions)
+    if actions.shape != (num_envs,) or actions.min() < 0 or actions.max() >= n:
+        classes = ", ".join(str(a) for a in range(n))
+        raise ValueError(f"{simulator} takes {num_envs} actions in {{{classes}}}, got shape "
+                         f"{actions.shape} values {np.unique(actions)[:5]}")
+    return actions

@@ -14,6 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
+from fastrl.envs.batched import checked_discrete_actions
 from fastrl.envs.rng import uniform
 
 GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
@@ -97,10 +98,7 @@ class BatchedCartPole:
 
     def step(self, actions: np.ndarray):
         """Step every env; ended episodes reset in the same call (see BatchedEnv)."""
-        actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,) or actions.min() < 0 or actions.max() > 1:
-            raise ValueError(f"BatchedCartPole takes {self.num_envs} actions in {{0, 1}}, got "
-                             f"shape {actions.shape} values {np.unique(actions)[:5]}")
+        actions = checked_discrete_actions(actions, self.num_envs, 2, "BatchedCartPole")
         _step(self.state, self._rng, self._steps, actions, self.max_episode_steps,
               self._obs, self._reward, self._term, self._trunc, self._final)
         return self._obs, self._reward, self._term, self._trunc, self._final

@@ -14,6 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
+from fastrl.envs.batched import checked_discrete_actions
 from fastrl.envs.rng import uniform
 
 ROWS, COLS, CELL = 10, 5, 8
@@ -82,10 +83,7 @@ class BatchedCatch:
 
     def step(self, actions: np.ndarray):
         """Step every env; ended episodes reset in the same call (see BatchedEnv)."""
-        actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,) or actions.min() < 0 or actions.max() > 2:
-            raise ValueError(f"BatchedCatch takes {self.num_envs} actions in {{0, 1, 2}}, "
-                             f"got shape {actions.shape} values {np.unique(actions)[:5]}")
+        actions = checked_discrete_actions(actions, self.num_envs, 3, "BatchedCatch")
         _step(self._ball, self._paddle, self._rng, actions.astype(np.int64), self._obs,
               self._reward, self._term, self._final)
         return self._obs, self._reward, self._term, self._trunc, self._final
