@@ -89,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=100, help="episodes per mean (100)")
     args = parser.parse_args(argv)
     episodes_csv = args.run_dir / "episodes.csv"
-    if not episodes_csv.is_file() or not len(read_rows(episodes_csv).get("return", ())):
+    episodes = read_rows(episodes_csv) if episodes_csv.is_file() else {}
+    if not len(episodes.get("return", ())):
         print(f"fastrl.bench.curve: error: {episodes_csv} has no episodes", file=sys.stderr)
         return 2
-    episodes = read_rows(episodes_csv)
     evals_csv = args.run_dir / "evals.csv"
     evals = read_rows(evals_csv) if evals_csv.is_file() else {}
     stats = summary(episodes, evals, args.window)
