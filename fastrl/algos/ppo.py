@@ -60,6 +60,7 @@ def explained_variance(returns: torch.Tensor, values: torch.Tensor) -> torch.Ten
 
 
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
+APPROX_KL = STAT_NAMES.index("approx_kl")
 
 
 def normalized(adv: torch.Tensor) -> torch.Tensor:
@@ -176,7 +177,7 @@ class PPO:
                 if measure:
                     measured.append(self._measure(pg_loss, v_loss, entropy, log_ratio.detach(),
                                                   grad_norm))
-            if cfg.target_kl is not None and measured[-1][3] > cfg.target_kl:
+            if cfg.target_kl is not None and measured[-1][APPROX_KL] > cfg.target_kl:
                 break
         out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
         out["explained_variance"] = explained_variance(returns, old_values)
