@@ -7,17 +7,23 @@ over envs and no per-env objects. fastrl takes any object with the
 
 - ``observation_space`` / ``action_space``: the spaces of *one* env; ``num_envs``;
 - ``reset() -> obs[n, *obs_shape]``: every env reset from its own seed;
-- ``step(actions[n, ...]) -> (obs, reward, terminated, truncated, final_obs)``: arrays of
-  ``n`` rows (obs in the observation space's dtype, real rewards, bool flags). An env whose
-  episode ends in this step is reset *in this same step*: ``obs[i]`` is then the first
-  observation of its next episode and ``final_obs[i]`` the real last observation of the
-  one that ended (fastrl bootstraps truncated episodes from it);
+- ``step_into(actions[n, ...], out)``: one step of every env, written into ``out``
+  (``fastrl.envs.batched.StepRows``: ``obs``, ``reward``, ``terminated``, ``truncated``,
+  ``final_obs``), which are views of the shared-memory slot the worker is filling, already
+  of the right shapes and dtypes: nothing is copied between the simulator and the ring.
+  An env whose episode ends in this step is reset *in this same step*: ``out.obs[i]`` is
+  then the first observation of its next episode and ``out.final_obs[i]`` the real last
+  observation of the one that ended (fastrl bootstraps truncated episodes from it);
+  ``final_obs`` rows of the other envs are not read. (A simulator may instead implement
+  ``step(actions) -> (obs, reward, terminated, truncated, final_obs)`` with arrays of its
+  own, which fastrl copies into the slot.)
 - ``close()``.
 
 It comes from a factory ``make_sim(seeds, **kwargs)`` that fastrl calls in every worker
-with that worker's env seeds and ``config.env.kwargs``. fastrl checks every array the
-simulator returns against its spaces, and before any process starts also checks that two
-simulators made with the same seeds reset to the same observations.
+with that worker's env seeds and ``config.env.kwargs``. fastrl checks what the simulator
+returns against its spaces (every ``step`` result; rewards of ``step_into`` once per slot),
+and before any process starts also checks that two simulators made with the same seeds
+reset to the same observations.
 
 The simulator here is a bank of ``n`` rooms, each with a heater/cooler to control. Run it
 from the repository root::
@@ -68,11 +74,7 @@ class Thermostats:
         self.outside = np.zeros(n)
         self.setpoint = np.zeros(n)
         self.steps = np.zeros(n, np.int64)
-        # Output arrays are reused from step to step (the BatchedEnv contract allows it).
-        self._obs = np.zeros((n, 2), np.float32)
-        self._final = np.zeros((n, 2), np.float32)
-        self._reward = np.zeros(n, np.float32)
-        self._terminated = np.zeros(n, np.bool_)  # no room ever ends its episode early
+        self._obs = np.zeros((n, 2), np.float32)  # reset()'s, reused
 
     def _new_episodes(self, envs: np.ndarray) -> None:
         """Draw outside temperature, setpoint and start temperature for ``envs``."""
@@ -94,20 +96,21 @@ class Thermostats:
         self._new_episodes(np.arange(self.num_envs))
         return self._observe(self._obs)
 
-    def step(self, actions: np.ndarray):
-        """Heat or cool every room for one step; rooms whose episode ends start a new one
-        in this same call (``final_obs`` holds their last observation)."""
+    def step_into(self, actions: np.ndarray, out) -> None:
+        """Heat or cool every room for one step, written into ``out``; rooms whose episode
+        ends start a new one in this same call (``out.final_obs`` gets their last
+        observation)."""
         power = np.clip(np.asarray(actions, np.float64).reshape(self.num_envs), -1, 1)
         self.room += LEAK * (self.outside - self.room) + POWER * power
         self.steps += 1
-        self._reward[:] = -np.abs(self.room - self.setpoint)
-        truncated = self.steps >= self.max_steps
-        ended = np.flatnonzero(truncated)
+        out.reward[:] = -np.abs(self.room - self.setpoint)
+        out.terminated[:] = False  # no room ever ends its episode early
+        np.greater_equal(self.steps, self.max_steps, out=out.truncated)
+        ended = np.flatnonzero(out.truncated)
         if len(ended):
-            self._observe(self._final)  # rows of envs that did not end are ignored
+            self._observe(out.final_obs)  # rows of envs that did not end are not read
             self._new_episodes(ended)
-        return self._observe(self._obs), self._reward, self._terminated, truncated, \
-            self._final
+        self._observe(out.obs)
 
     def close(self) -> None:
         """Nothing to free: the simulator holds only numpy arrays."""

@@ -159,6 +159,11 @@ class InfraConfig:
     )
     learner_threads: int = setting(1, "torch threads of the learner process", gt=0)
     pin_workers: bool = setting(False, "pin worker i to CPU core i mod cores")
+    worker_inference: str = setting(
+        "numpy", "how workers choose actions with the built-in MLP actor-critic (ppo, appo, "
+        "none): numpy (BLAS calls on views of the policy's parameters; a fraction of torch's "
+        "per-op cost at a worker's batch sizes) or torch; other policies always act through "
+        "torch", choices=("numpy", "torch"))
     runtime: str = setting("local", "local: workers and learner in their own processes; serial: "
                            "everything in the calling process, for breakpoints in envs and "
                            "losses (same algorithm and policy code); ray: workers as Ray actors, "

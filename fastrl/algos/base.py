@@ -23,6 +23,7 @@ from torch import nn
 from fastrl.core.settings import setting
 from fastrl.models.actors import Actor, policy_actor
 from fastrl.models.families import PolicyFamily
+from fastrl.models.numpy_actor import numpy_actor
 
 if TYPE_CHECKING:
     from fastrl.algos.adam import Adam
@@ -82,9 +83,12 @@ UpdateFactory = Callable[[Any, nn.Module, gym.Space, gym.Space, torch.device],
                          OnPolicyUpdate | ReplayUpdate]
 
 
-def act_with_policy(policy: nn.Module, act_space: gym.Space, seed: int) -> Actor:
-    """The default worker-side actor: the policy's own ``act`` (its samples)."""
-    return policy_actor(policy)
+def act_with_policy(policy: nn.Module, act_space: gym.Space, seed: int,
+                    inference: str) -> Actor:
+    """The default worker-side actor: the policy's own ``act`` (its samples), in numpy
+    where ``inference`` is ``"numpy"`` and the policy is the built-in MLP
+    (fastrl.models.numpy_actor), else through torch."""
+    return (inference == "numpy" and numpy_actor(policy)) or policy_actor(policy)
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,8 @@ class Algorithm:
     default_max_policy_lag: int = 0
     #: ring slots per on-policy update (SYNC: one from every worker)
     batch_slots: Callable[[MainConfig], int] = lambda cfg: cfg.infra.num_workers
-    #: the worker-side actor: ``make_actor(policy, act_space, seed)``
-    make_actor: Callable[[nn.Module, gym.Space, int], Actor] = act_with_policy
+    #: the worker-side actor: ``make_actor(policy, act_space, seed, infra.worker_inference)``
+    make_actor: Callable[[nn.Module, gym.Space, int, str], Actor] = act_with_policy
     #: called before every slot a worker fills: ``schedule(actor, cfg, worker, steps)``
     #: with the run's env steps so far (DQN's epsilon)
     schedule: Callable[[Any, MainConfig, int, int], None] | None = None

@@ -148,7 +148,7 @@ ALGORITHM = Algorithm(
     policy=Q_NETWORK,
     make_update=lambda algo, policy, obs_space, act_space, device: DQN(policy, algo),
     section=DQNConfig,
-    make_actor=lambda policy, act_space, seed: EpsilonGreedy(policy, act_space, seed),
+    make_actor=lambda policy, act_space, seed, _: EpsilonGreedy(policy, act_space, seed),
     schedule=schedule_epsilon,
     actions="epsilon-greedy (Ape-X epsilons per worker)",
 )

@@ -13,7 +13,7 @@ import numpy as np
 from fastrl.bench.measure import Result, skipped, snapshot, summarize
 from fastrl.envs.atari import PREFIX, AtariSettings, is_atari
 from fastrl.envs.source import make_env
-from fastrl.models.actors import RANDOM_TABLE, random_actor
+from fastrl.models.actors import RANDOM_TABLE, RandomActor
 
 CHUNK = 256  # steps between clock checks
 
@@ -34,7 +34,7 @@ def _window(step_chunk: Callable[[], int], warmup_s: float, duration_s: float):
 def _random_actions(space, num_envs: int) -> np.ndarray:
     """``[4096, num_envs, ...]`` random actions, drawn up front exactly as fastrl's random
     actor draws them, so that choosing an action costs nothing in the loop."""
-    act = random_actor(space, num_envs, seed=0)
+    act = RandomActor(space, num_envs, seed=0)
     return np.stack([act(None)[0] for _ in range(RANDOM_TABLE)])
 
 

@@ -4,6 +4,8 @@ Same constants, Euler integration, termination bounds, reward (1 on every step, 
 the terminating one) and 500-step truncation as ``gymnasium.make("CartPole-v1")``. The state
 is float64 as in Gymnasium; observations are float32. Resets draw each state component
 uniformly from [-0.05, 0.05) with a per-env splitmix64 stream seeded from the env's seed.
+``spin_iters`` adds fastrl.envs.heavy's fixed CPU work to every env step: the batched twin of
+``fastrl/HeavyCartPole-v1``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
-from fastrl.envs.batched import checked_discrete_actions
+from fastrl.envs.batched import (
+    SlotRows,
+    StepRows,
+    WritesRows,
+    checked_discrete_actions,
+    own_rows,
+)
+from fastrl.envs.heavy import spin
 from fastrl.envs.rng import uniform
 
 GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
@@ -40,8 +49,11 @@ def _reset_all(state, rng, steps, obs) -> None:
 
 
 @njit(cache=True, nogil=True)
-def _step(state, rng, steps, actions, max_steps, obs, reward, terminated, truncated, final):
+def _step(state, rng, steps, actions, max_steps, spin_iters, sink, obs, reward, terminated,
+          truncated, final):
     for i in range(state.shape[0]):
+        if spin_iters:
+            sink[i] = spin(spin_iters)  # (stored: work whose result is unused may be dropped)
         x, x_dot, theta, theta_dot = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
         force = FORCE_MAG if actions[i] == 1 else -FORCE_MAG
         costheta, sintheta = math.cos(theta), math.sin(theta)
@@ -71,37 +83,59 @@ def _step(state, rng, steps, actions, max_steps, obs, reward, terminated, trunca
             obs[i, k] = state[i, k]
 
 
-class BatchedCartPole:
-    """``len(seeds)`` CartPole-v1 envs in one numba kernel (a :class:`BatchedEnv`)."""
+@njit(cache=True, nogil=True)
+def _rollout(state, rng, steps, actions, max_steps, spin_iters, sink, obs, next_obs, reward,
+             terminated, truncated, final):
+    last = actions.shape[0] - 1
+    for t in range(last + 1):
+        out = next_obs if t == last else obs[t + 1]
+        _step(state, rng, steps, actions[t], max_steps, spin_iters, sink, out, reward[t],
+              terminated[t], truncated[t], final[t])
 
-    def __init__(self, seeds: list[int], max_episode_steps: int = 500) -> None:
+
+class BatchedCartPole(WritesRows):
+    """``len(seeds)`` CartPole-v1 envs in one numba kernel (a :class:`BatchedEnv` with
+    ``step``, ``step_into`` and ``rollout_into``)."""
+
+    def __init__(self, seeds: list[int], max_episode_steps: int = 500,
+                 spin_iters: int = 0) -> None:
         high = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Discrete(2)
         self.num_envs = n = len(seeds)
         self.max_episode_steps = max_episode_steps
+        self.spin_iters = spin_iters
         self.seeds = list(seeds)
         self.state = np.zeros((n, 4), np.float64)
         self._rng = np.array(seeds, np.uint64)
         self._steps = np.zeros(n, np.int64)
-        self._obs = np.zeros((n, 4), np.float32)
-        self._final = np.zeros((n, 4), np.float32)
-        self._reward = np.zeros(n, np.float32)
-        self._term = np.zeros(n, np.bool_)
-        self._trunc = np.zeros(n, np.bool_)
+        self._sink = np.zeros(n, np.int64)
+        self._rows = own_rows(n, (4,), np.dtype(np.float32))
 
     def reset(self) -> np.ndarray:
         """Reset every env from its seed; returns the first observations ``[n, 4]``."""
         self._rng[:] = np.array(self.seeds, np.uint64)
-        _reset_all(self.state, self._rng, self._steps, self._obs)
-        return self._obs
+        _reset_all(self.state, self._rng, self._steps, self._rows.obs)
+        return self._rows.obs
 
-    def step(self, actions: np.ndarray):
-        """Step every env; ended episodes reset in the same call (see BatchedEnv)."""
-        actions = checked_discrete_actions(actions, self.num_envs, 2, "BatchedCartPole")
+    def step_into(self, actions: np.ndarray, out: StepRows) -> None:
+        """Step every env into ``out``; ended episodes reset in the same call (see
+        BatchedEnv)."""
+        actions = checked_discrete_actions(actions, (self.num_envs,), 2, "BatchedCartPole")
         _step(self.state, self._rng, self._steps, actions, self.max_episode_steps,
-              self._obs, self._reward, self._term, self._trunc, self._final)
-        return self._obs, self._reward, self._term, self._trunc, self._final
+              self.spin_iters, self._sink, *out)
+
+    def rollout_into(self, actions: np.ndarray, out: SlotRows) -> None:
+        """``len(actions)`` steps in one kernel call, written into ``out`` (see BatchedEnv)."""
+        actions = checked_discrete_actions(actions, np.shape(actions)[:1] + (self.num_envs,),
+                                           2, "BatchedCartPole")
+        _rollout(self.state, self._rng, self._steps, actions, self.max_episode_steps,
+                 self.spin_iters, self._sink, *out)
 
     def close(self) -> None:
         """Nothing to free."""
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self.__dict__.setdefault("spin_iters", 0)  # (parked before spin_iters existed)
+        self.__dict__.setdefault("_sink", np.zeros(self.num_envs, np.int64))

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
-from fastrl.envs.batched import checked_discrete_actions
+from fastrl.envs.batched import StepRows, WritesRows, checked_discrete_actions, own_rows
 from fastrl.envs.rng import uniform
 
 ROWS, COLS, CELL = 10, 5, 8
@@ -57,8 +57,9 @@ def _step(ball, paddle, rng, actions, obs, reward, terminated, final) -> None:
         _render(ball, paddle, obs, i)
 
 
-class BatchedCatch:
-    """``len(seeds)`` Catch envs in one numba kernel (a :class:`BatchedEnv`)."""
+class BatchedCatch(WritesRows):
+    """``len(seeds)`` Catch envs in one numba kernel (a :class:`BatchedEnv` with ``step``
+    and ``step_into``)."""
 
     def __init__(self, seeds: list[int]) -> None:
         shape = (1, ROWS * CELL, COLS * CELL)
@@ -69,24 +70,21 @@ class BatchedCatch:
         self._ball = np.zeros((n, 2), np.int64)
         self._paddle = np.zeros(n, np.int64)
         self._rng = np.array(seeds, np.uint64)
-        self._obs = np.zeros((n, *shape), np.uint8)
-        self._final = np.zeros((n, *shape), np.uint8)
-        self._reward = np.zeros(n, np.float32)
-        self._term = np.zeros(n, np.bool_)
-        self._trunc = np.zeros(n, np.bool_)  # episodes end only by catching or missing
+        self._rows = own_rows(n, shape, np.dtype(np.uint8))
 
     def reset(self) -> np.ndarray:
         """Reset every env from its seed; returns the first frames ``[n, 1, 80, 40]``."""
         self._rng[:] = np.array(self.seeds, np.uint64)
-        _reset_all(self._ball, self._paddle, self._rng, self._obs)
-        return self._obs
+        _reset_all(self._ball, self._paddle, self._rng, self._rows.obs)
+        return self._rows.obs
 
-    def step(self, actions: np.ndarray):
-        """Step every env; ended episodes reset in the same call (see BatchedEnv)."""
-        actions = checked_discrete_actions(actions, self.num_envs, 3, "BatchedCatch")
-        _step(self._ball, self._paddle, self._rng, actions.astype(np.int64), self._obs,
-              self._reward, self._term, self._final)
-        return self._obs, self._reward, self._term, self._trunc, self._final
+    def step_into(self, actions: np.ndarray, out: StepRows) -> None:
+        """Step every env into ``out``; ended episodes reset in the same call (see
+        BatchedEnv)."""
+        actions = checked_discrete_actions(actions, (self.num_envs,), 3, "BatchedCatch")
+        out.truncated[...] = False  # episodes end only by catching or missing
+        _step(self._ball, self._paddle, self._rng, actions.astype(np.int64), out.obs,
+              out.reward, out.terminated, out.final_obs)
 
     def close(self) -> None:
         """Nothing to free."""

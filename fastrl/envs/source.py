@@ -18,6 +18,7 @@ import numpy as np
 
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
 from fastrl.envs.atari import AtariSettings, is_atari, make_atari
+from fastrl.envs.batched import StepRows, WritesRows, copy_step, own_rows
 from fastrl.envs.contract import (
     EnvContractError,
     EnvError,
@@ -163,14 +164,22 @@ def env_source(cfg: EnvConfig, env_fn: Callable[..., gym.Env] | str | None = Non
 
 class CheckedBatchedEnv:
     """A user's batched simulator with every ``reset`` and ``step`` result checked against
-    the contract (:func:`~fastrl.envs.contract.check_batch_arrays`)."""
+    the contract (:func:`~fastrl.envs.contract.check_batch_arrays`), offering both step
+    forms whichever it implements: ``step`` on a ``step_into``-only simulator writes into
+    arrays of this wrapper, ``step_into`` on a ``step``-only one copies the checked result.
+    A ``step_into`` writes into arrays of the right shapes and dtypes by construction, so
+    only its rewards remain to check (once per slot, by the collector)."""
 
     def __init__(self, sim: BatchedEnv, env_id: str, n: int) -> None:
-        for attr in ("observation_space", "action_space", "reset", "step", "close"):
-            if not hasattr(sim, attr):
-                raise EnvContractError(
-                    f"env {env_id!r}: its batched simulator {type(sim).__name__} has no "
-                    f"{attr!r}; see fastrl.envs.BatchedEnv for the interface")
+        missing = [a for a in ("observation_space", "action_space", "reset", "close")
+                   if not hasattr(sim, a)]
+        if not (hasattr(sim, "step") or hasattr(sim, "step_into")):
+            missing.append("step (or step_into)")
+        if missing:
+            raise EnvContractError(
+                f"env {env_id!r}: its batched simulator {type(sim).__name__} has no "
+                f"{', '.join(repr(m) for m in missing)}; see fastrl.envs.BatchedEnv for the "
+                "interface")
         if getattr(sim, "num_envs", n) != n:
             raise contract_violation(env_id, "the factory", "num_envs",
                                      f"{n} (one env per seed)", sim.num_envs)
@@ -178,6 +187,9 @@ class CheckedBatchedEnv:
         self.observation_space = sim.observation_space
         self.action_space = sim.action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
+        self._rows = own_rows(n, self._obs_shape, self._obs_dtype)
+        if hasattr(sim, "rollout_into"):
+            self.rollout_into = sim.rollout_into
 
     def reset(self) -> np.ndarray:
         """Reset every env with its seed (checked)."""
@@ -188,6 +200,9 @@ class CheckedBatchedEnv:
 
     def step(self, actions: np.ndarray):
         """Step every env once (checked); see :class:`~fastrl.envs.batched.BatchedEnv`."""
+        if not hasattr(self.sim, "step"):
+            self.sim.step_into(actions, self._rows)
+            return self._rows
         out = self.sim.step(actions)
         if not isinstance(out, tuple) or len(out) != 5:
             raise contract_violation(self.env_id, "step()", "the result", "a 5-tuple (obs, "
@@ -199,12 +214,19 @@ class CheckedBatchedEnv:
                            self._obs_dtype, final_obs)
         return out
 
+    def step_into(self, actions: np.ndarray, out: StepRows) -> None:
+        """Step every env once into ``out`` (a ``step`` result is checked, then copied)."""
+        if hasattr(self.sim, "step_into"):
+            self.sim.step_into(actions, out)
+        else:
+            copy_step(self.step(actions), out)
+
     def close(self) -> None:
         """Close the simulator."""
         self.sim.close()
 
 
-class EnvGroup:
+class EnvGroup(WritesRows):
     """``len(seeds)`` Gymnasium-API envs of one source behind the :class:`BatchedEnv` interface."""
 
     def __init__(self, source: EnvSource, seeds: list[int]) -> None:
@@ -219,12 +241,7 @@ class EnvGroup:
         self._box_action = isinstance(self.action_space, gym.spaces.Box)
         # Box observations must come in the space's dtype; others are converted on storing.
         self._strict_dtype = isinstance(self.observation_space, gym.spaces.Box)
-        n = len(seeds)
-        self._obs = np.zeros((n, *self._obs_shape), self._obs_dtype)
-        self._final = np.zeros_like(self._obs)
-        self._reward = np.zeros(n, np.float32)
-        self._term = np.zeros(n, np.bool_)
-        self._trunc = np.zeros(n, np.bool_)
+        self._rows = own_rows(len(seeds), self._obs_shape, self._obs_dtype)
 
     def _store_obs(self, out: np.ndarray, i: int, obs: Any, where: str = "step()") -> None:
         arr = np.asarray(obs)
@@ -252,17 +269,13 @@ class EnvGroup:
         """Reset every env with its seed; returns the first observations ``[n, *obs]``."""
         for i, (env, seed) in enumerate(zip(self.envs, self.seeds)):
             obs, _ = env.reset(seed=seed)
-            self._store_obs(self._obs, i, obs, "reset()")
-        return self._obs
+            self._store_obs(self._rows.obs, i, obs, "reset()")
+        return self._rows.obs
 
-    def step(self, actions: np.ndarray):
-        """Step every env once; envs whose episode ended are reset in the same call.
-
-        Returns ``(obs, reward, terminated, truncated, final_obs)``: ``obs`` is the next
-        observation (a reset one where the episode ended), ``final_obs[i]`` the real last
-        observation of env ``i`` where it ended (stale elsewhere). The arrays are reused by
-        the next call.
-        """
+    def step_into(self, actions: np.ndarray, out: StepRows) -> None:
+        """Step every env once, each field stored straight into ``out``'s rows; envs whose
+        episode ended are reset in the same call (``out.obs[i]`` is then the first
+        observation of the next episode, ``out.final_obs[i]`` the real last one)."""
         if self._box_action:
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
         # Iterating the array hands each env a numpy scalar, which Gymnasium's
@@ -271,15 +284,15 @@ class EnvGroup:
         # comprehension over bound methods and every field is written by one array store.
         results = [step(a) for step, a in zip(self._step_fns, actions)]
         observations, rewards, terms, truncs, _ = zip(*results)
-        self._reward[:], self._term[:], self._trunc[:] = self._checked(rewards, terms, truncs)
-        ended = np.flatnonzero(self._term | self._trunc)
+        out.reward[:], out.terminated[:], out.truncated[:] = self._checked(rewards, terms,
+                                                                          truncs)
+        ended = np.flatnonzero(out.terminated | out.truncated)
         if len(ended):
             observations = list(observations)
             for i in ended.tolist():
-                self._store_obs(self._final, i, observations[i])
+                self._store_obs(out.final_obs, i, observations[i])
                 observations[i], _ = self.envs[i].reset()
-        self._store_all(self._obs, observations)
-        return self._obs, self._reward, self._term, self._trunc, self._final
+        self._store_all(out.obs, observations)
 
     def _checked(self, rewards: tuple, terms: tuple, truncs: tuple):
         """``(reward, terminated, truncated)`` as arrays, each converted once and checked:

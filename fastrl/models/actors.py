@@ -15,8 +15,8 @@ Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def policy_actor(policy: torch.nn.Module) -> Actor:
-    """Batched CPU inference of ``policy`` (one forward per step for all envs): any module
-    with the ``act(obs) -> (action, log_prob, value)`` of fastrl.models."""
+    """Batched CPU inference of ``policy`` (one torch forward per step for all envs): any
+    module with the ``act(obs) -> (action, log_prob, value)`` of fastrl.models."""
 
     def act(obs: np.ndarray):
         action, log_prob, value = policy.act(torch.from_numpy(obs))
@@ -45,21 +45,37 @@ def _random_table(space: spaces.Space, shape: tuple[int, int],
     raise TypeError(f"no random actions for {space}")
 
 
-def random_actor(space: spaces.Space, num_envs: int, seed: int) -> Actor:
+class RandomActor:
     """Uniform random actions for ``num_envs`` envs; log_prob and value are zeros (nothing
     trains on them: ``algo.name=none``, or off-policy exploration before the first update).
     Actions are drawn 4096 steps at a time, so that one costs nothing per step (as in the
-    bench's peer loops), and drawn afresh once used up: they never repeat."""
-    rng = np.random.default_rng(seed)
-    zeros = np.zeros(num_envs, np.float32)
-    table = _random_table(space, (RANDOM_TABLE, num_envs), rng)
-    step = 0
+    bench's peer loops), and drawn afresh once used up: they never repeat.
 
-    def act(obs: np.ndarray):
-        nonlocal step, table
-        if step == RANDOM_TABLE:
-            table, step = _random_table(space, (RANDOM_TABLE, num_envs), rng), 0
-        step += 1
-        return table[step - 1], zeros, zeros
+    Called with observations it is an :data:`Actor`; since it never looks at them, a
+    collector may instead take a whole slot's actions at once (:meth:`actions_into`) and
+    step the slot in one call (fastrl.envs.batched.BatchedEnv.rollout_into).
+    """
 
-    return act
+    def __init__(self, space: spaces.Space, num_envs: int, seed: int) -> None:
+        self.space, self.num_envs = space, num_envs
+        self._rng = np.random.default_rng(seed)
+        self._zeros = np.zeros(num_envs, np.float32)
+        self._table = self._draw(RANDOM_TABLE)
+        self._next = 0
+
+    def _draw(self, steps: int) -> np.ndarray:
+        return _random_table(self.space, (steps, self.num_envs), self._rng)
+
+    def _take(self, steps: int) -> np.ndarray:
+        """The next ``steps`` rows of actions (a fresh table once this one is used up)."""
+        if self._next + steps > len(self._table):
+            self._table, self._next = self._draw(max(RANDOM_TABLE, steps)), 0
+        self._next += steps
+        return self._table[self._next - steps:self._next]
+
+    def __call__(self, obs: np.ndarray):
+        return self._take(1)[0], self._zeros, self._zeros
+
+    def actions_into(self, out: np.ndarray) -> None:
+        """Write the next ``len(out)`` steps of actions into ``out`` ``[T, n, *action]``."""
+        out[...] = self._take(len(out))

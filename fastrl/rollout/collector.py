@@ -1,4 +1,9 @@
-"""Fill one trajectory slot: action selection and env steps for ``rollout_len`` steps."""
+"""Fill one trajectory slot: action selection and env steps for ``rollout_len`` steps.
+
+Everything is written in place into the slot's shared memory: the actor reads step ``t``'s
+observations from the slot's row ``t``, the simulator writes the next ones into row ``t + 1``
+(fastrl.envs.batched.StepRows), and one numba pass over the slot adds what follows from
+them (episode returns and lengths, ids, steps) once the steps are done."""
 
 from __future__ import annotations
 
@@ -6,8 +11,10 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from numba import njit
 
 from fastrl.envs import BatchedEnv
+from fastrl.envs.batched import SlotRows, step_into_of
 from fastrl.envs.source import EnvContractError
 from fastrl.models.actors import Actor
 
@@ -24,15 +31,54 @@ def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:
         )
 
 
+@njit(cache=True, nogil=True)
+def finish_slot(reward, terminated, truncated, ep_return, ep_length, episodes, env_ids,
+                total_envs, first_step, clip, out_return, out_length, episode_id, env_id,
+                global_step) -> int:
+    """Fill the per-transition bookkeeping of a slot whose steps are written, in one pass:
+    running episode returns and lengths (the episode's own where it ended; carried in
+    ``ep_return`` / ``ep_length`` / ``episodes`` from slot to slot), episode and env ids and
+    global steps; with ``clip``, rewards become their signs (the returns stay the env's).
+    Returns the number of non-finite rewards, which are left as they came."""
+    bad = 0
+    for t in range(reward.shape[0]):
+        step = (first_step + t) * total_envs
+        for e in range(reward.shape[1]):
+            r = reward[t, e]
+            if not np.isfinite(r):
+                bad += 1
+            elif clip:
+                reward[t, e] = np.sign(r)
+            ep_return[e] += r
+            ep_length[e] += 1
+            out_return[t, e] = ep_return[e]
+            out_length[t, e] = ep_length[e]
+            episode_id[t, e] = episodes[e] * total_envs + env_ids[e]
+            env_id[t, e] = env_ids[e]
+            global_step[t, e] = step + env_ids[e]
+            if terminated[t, e] or truncated[t, e]:
+                ep_return[e] = 0.0
+                ep_length[e] = 0
+                episodes[e] += 1
+    return bad
+
+
+def slot_rows(slot: dict[str, np.ndarray]) -> SlotRows:
+    """The rows of ``slot`` a simulator writes (see fastrl.envs.batched.SlotRows)."""
+    return SlotRows(slot["obs"], slot["bootstrap_obs"], slot["reward"], slot["terminated"],
+                    slot["truncated"], slot["final_obs"])
+
+
 class Collector:
     """Steps a :class:`BatchedEnv` with an actor and writes the trajectory schema into slots.
 
     ``first_env_id`` is the run-wide id of this group's first env and ``total_envs`` the
     number of envs in the run: together they make ``env_id``, ``episode_id`` and
-    ``global_step`` unique across workers. ``heartbeat`` is called after every env step.
-    ``act_ns`` / ``env_ns`` / ``fill_ns`` add up the time spent choosing actions, stepping
-    envs, and filling slots in all (the rest of ``fill_ns`` is writing the slot).
-    ``clip_rewards`` stores the sign of every reward; the episode returns stay the env's.
+    ``global_step`` unique across workers. ``heartbeat`` is called after every env step
+    (after every slot where a whole slot is one call). ``act_ns`` / ``env_ns`` / ``fill_ns``
+    add up the time spent choosing actions, stepping envs, and filling slots in all (the
+    rest of ``fill_ns`` is writing the slot). ``clip_rewards`` stores the sign of every
+    reward; the episode returns stay the env's.
     """
 
     def __init__(
@@ -51,7 +97,6 @@ class Collector:
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
-        self._alive = np.zeros(n, np.bool_)
 
     def state(self) -> dict:
         """What continues this collector's episodes in another process: the envs themselves
@@ -76,66 +121,61 @@ class Collector:
         """
         clock = time.perf_counter_ns
         t_fill = clock()
-        # Only what changes every step is written in the loop, by whole-row numpy stores;
-        # the per-slot columns are filled after it. The loop's Python cost per step is what
-        # fastrl adds to an env step.
-        obs, act, envs, heartbeat = self.obs, self.act, self.envs, self.heartbeat
-        s_obs, s_action, s_logp, s_value = (slot[k] for k in ("obs", "action", "log_prob",
-                                                              "value"))
-        s_reward, s_term, s_trunc, s_final = (slot[k] for k in ("reward", "terminated",
-                                                                "truncated", "final_obs"))
-        s_ret, s_len = slot["episode_return"], slot["episode_length"]
-        ep_return, ep_length, alive = self.ep_return, self.ep_length, self._alive
-        clip = self.clip_rewards
-        act_ns = env_ns = 0
-        rollout_len = s_reward.shape[0]
-        for t in range(rollout_len):
-            t0 = clock()
-            action, log_prob, value = act(obs)
-            t1 = clock()
-            s_obs[t] = obs
-            s_action[t] = action
-            s_logp[t] = log_prob
-            s_value[t] = value
-            t2 = clock()
-            next_obs, reward, terminated, truncated, final_obs = envs.step(action)
-            t3 = clock()
-            act_ns += t1 - t0
-            env_ns += t3 - t2
-            heartbeat()
-            if clip:
-                np.sign(reward, out=s_reward[t])
-            else:
-                s_reward[t] = reward
-            s_term[t] = terminated
-            s_trunc[t] = truncated
-            ep_return += reward
-            ep_length += 1
-            s_ret[t] = ep_return
-            s_len[t] = ep_length
-            if truncated.any():
-                # final_obs is read only where truncated; elsewhere the slot keeps stale bytes.
-                s_final[t][truncated] = final_obs[truncated]
-            np.logical_not(terminated | truncated, out=alive)
-            ep_return *= alive
-            ep_length *= alive
-            obs[:] = next_obs
-        slot["bootstrap_obs"][:] = obs
-        check_rewards(s_reward, self.env_ids)  # once per slot: nothing per step
-        self._fill_slot_columns(slot, slot_seq, policy_version)
+        slot["obs"][0] = self.obs
+        rows = slot_rows(slot)
+        actions_into = getattr(self.act, "actions_into", None)
+        rollout_into = getattr(self.envs, "rollout_into", None)
+        if actions_into is not None and rollout_into is not None:
+            act_ns, env_ns = self._rollout(slot, rows, actions_into, rollout_into)
+        else:
+            act_ns, env_ns = self._step_by_step(slot, rows)
+        self.obs[:] = slot["bootstrap_obs"]
+        rollout_len = len(rows.reward)
+        bad = finish_slot(rows.reward, rows.terminated, rows.truncated, self.ep_return,
+                          self.ep_length, self.episodes, self.env_ids, self.total_envs,
+                          slot_seq * rollout_len, self.clip_rewards, slot["episode_return"],
+                          slot["episode_length"], slot["episode_id"], slot["env_id"],
+                          slot["global_step"])
+        if bad:
+            check_rewards(rows.reward, self.env_ids)
+        slot["policy_version"][...] = policy_version
         self.act_ns += act_ns
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
 
-    def _fill_slot_columns(self, slot: dict[str, np.ndarray], slot_seq: int,
-                           policy_version: int) -> None:
-        """env_id, episode_id, policy_version and global_step for the whole slot at once."""
-        done = slot["terminated"] | slot["truncated"]
-        # episodes started before step t: those before the slot plus the ends at steps < t
-        before = self.episodes + np.cumsum(done, axis=0) - done
-        slot["episode_id"][:] = before * self.total_envs + self.env_ids
-        self.episodes += done.sum(axis=0)
-        slot["env_id"][:] = self.env_ids
-        slot["policy_version"][:] = policy_version
-        steps = slot_seq * done.shape[0] + np.arange(done.shape[0])[:, None]
-        slot["global_step"][:] = steps * self.total_envs + self.env_ids
+    def _step_by_step(self, slot: dict[str, np.ndarray], rows: SlotRows) -> tuple[int, int]:
+        """One actor call and one env step per time step; returns their nanoseconds."""
+        clock = time.perf_counter_ns
+        act, heartbeat, step_into = self.act, self.heartbeat, step_into_of(self.envs)
+        s_obs, s_action, s_logp, s_value = (slot[k] for k in ("obs", "action", "log_prob",
+                                                              "value"))
+        act_ns = env_ns = 0
+        for t in range(len(rows.reward)):
+            t0 = clock()
+            action, log_prob, value = act(s_obs[t])
+            t1 = clock()
+            s_action[t] = action
+            s_logp[t] = log_prob
+            s_value[t] = value
+            t2 = clock()
+            step_into(action, rows.step(t))
+            t3 = clock()
+            act_ns += t1 - t0
+            env_ns += t3 - t2
+            heartbeat()
+        return act_ns, env_ns
+
+    def _rollout(self, slot: dict[str, np.ndarray], rows: SlotRows, actions_into,
+                 rollout_into) -> tuple[int, int]:
+        """An actor that ignores observations and a simulator that steps a whole slot:
+        every action at once, then one call for every step; returns their nanoseconds."""
+        clock = time.perf_counter_ns
+        t0 = clock()
+        actions_into(slot["action"])
+        t1 = clock()
+        rollout_into(slot["action"], rows)
+        t2 = clock()
+        self.heartbeat()
+        slot["log_prob"][...] = 0.0  # (such actors have no log-probabilities or values)
+        slot["value"][...] = 0.0
+        return t1 - t0, t2 - t1

@@ -36,17 +36,20 @@ def test_steps_per_cpu_second_from_known_process_times():
 
 
 def test_window_costs_split_cores_by_role_and_time_by_slot():
-    stages = {"fill_ns": 0, "slots": 10, "relay_get": 0, "relay_copy": 0, "relay_slots": 10}
-    start = Snapshot(t=0.0, steps=0, cpu={os.getpid(): 1.0, 11: 2.0, 12: 0.0, 13: 0.0},
+    stages = {"fill_ns": 0, "act_ns": 0, "env_ns": 0, "slots": 10, "relay_get": 0,
+              "relay_copy": 0, "relay_slots": 10}
+    start = Snapshot(t=0.0, steps=1000, cpu={os.getpid(): 1.0, 11: 2.0, 12: 0.0, 13: 0.0},
                      stages=stages)
-    end = Snapshot(t=2.0, steps=0, cpu={os.getpid(): 1.5, 11: 2.2, 12: 1.8, 13: 0.4},
-                   stages={"fill_ns": 40_000_000, "slots": 14, "relay_get": 2_000_000,
-                           "relay_copy": 400_000, "relay_slots": 14})
+    end = Snapshot(t=2.0, steps=5000, cpu={os.getpid(): 1.5, 11: 2.2, 12: 1.8, 13: 0.4},
+                   stages={"fill_ns": 40_000_000, "act_ns": 4_000_000, "env_ns": 32_000_000,
+                           "slots": 14, "relay_get": 2_000_000, "relay_copy": 400_000,
+                           "relay_slots": 14})
     costs = window_costs(start, end, {"learner": 11, "worker 0": 12, "worker 1": "?"})
     # pid 13 is no role of the run's: Ray's daemons and the like are "other"
     assert costs == pytest.approx({
         "cores_supervisor": 0.25, "cores_learner": 0.1, "cores_workers": 0.9,
-        "cores_other": 0.2, "rollout_ms": 10.0, "relay_get_ms": 0.5, "relay_copy_ms": 0.1})
+        "cores_other": 0.2, "rollout_ms": 10.0, "write_ns": 1000.0, "relay_get_ms": 0.5,
+        "relay_copy_ms": 0.1})
 
 
 def test_median_is_a_whole_repeat_and_skips_are_labelled():

@@ -14,9 +14,10 @@ from torch import nn
 
 from fastrl.algos.ppo import PPO
 from fastrl.config import AlgoConfig
+from fastrl.envs import BatchedCartPole
 from fastrl.envs.source import EnvContractError, EnvGroup, EnvSource
 from fastrl.memory.layout import trajectory_layout
-from fastrl.models.actors import policy_actor
+from fastrl.models.actors import RandomActor, policy_actor
 from fastrl.models.policy import ActorCritic
 from fastrl.rollout.collector import Collector, check_rewards
 
@@ -125,3 +126,50 @@ def test_clipped_rewards_are_signs_and_returns_stay_the_env_s(clip):
     raw = [5, -3, 0, 2.5] * 2
     assert slot["reward"][:, 0].tolist() == (np.sign(raw).tolist() if clip else raw)
     assert slot["episode_return"][[3, 7], 0].tolist() == [4.5, 4.5]
+
+
+class StepsOnly:
+    """A simulator's step forms without its rollout_into: the collector steps it one step
+    at a time."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.num_envs, self.observation_space = sim.num_envs, sim.observation_space
+        self.reset, self.step, self.step_into = sim.reset, sim.step, sim.step_into
+
+
+def test_a_whole_slot_in_one_call_writes_what_step_by_step_writes():
+    """Random actions and the numba CartPole: the slot filled by one rollout_into call
+    equals the one filled step by step, field by field, over slots where episodes end."""
+    T, n = 50, 8
+    slots = []
+    for wrap in (lambda sim: sim, StepsOnly):
+        envs = wrap(BatchedCartPole(list(range(n))))
+        layout = trajectory_layout(envs.observation_space, spaces.Discrete(2), T, n)
+        collector = Collector(envs, RandomActor(spaces.Discrete(2), n, seed=3), 8, 16)
+        filled = []
+        for seq in range(4):
+            slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+            collector.fill(slot, seq, 2)
+            filled.append(slot)
+        slots.append(filled)
+    whole, stepped = slots
+    assert any(s["terminated"].any() for s in whole)
+    for a, b in zip(whole, stepped):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_non_finite_reward_stops_the_slot_naming_env_and_step():
+    class NaNAtStep3(ScriptedRewards):
+        def step(self, actions):
+            out = super().step(actions)
+            return (out[0], np.array([np.nan if self.t == 3 else 1.0]), *out[2:])
+
+    envs = NaNAtStep3()
+    layout = trajectory_layout(envs.observation_space, envs.action_space, 8, 1)
+    slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+    act = RandomActor(envs.action_space, 1, seed=0)
+    for clip in (False, True):  # the sign of nan is no cover for it
+        with pytest.raises(EnvContractError, match="env 5 returned the reward nan at step 2"):
+            Collector(NaNAtStep3(), act, 5, 6, clip_rewards=clip).fill(slot, 0, 0)

@@ -1,0 +1,139 @@
+"""The workers' action choice for the built-in MLP actor-critic, in numpy.
+
+At a worker's batch sizes (tens of envs, 64-unit layers) a torch forward costs its per-op
+dispatch (a few µs for each of ~25 ops) far more than its arithmetic; numpy's BLAS calls and
+SIMD ufuncs into preallocated arrays do the same work in a third of the time (``python -m
+pytest benchmarks/test_kernels.py -k inference``). The weights are numpy views of the
+policy's own parameters, so what a worker loads into the torch module is what acts here:
+nothing is copied or kept in sync. The actions follow the same distributions as
+:meth:`fastrl.models.policy.ActorCritic.act` (Gumbel-max over the log-softmax for Discrete
+actions, the mean plus ``exp(log_std)`` times a standard normal for Box), drawn from numpy's global
+random state as torch's are drawn from torch's: the worker seeds both, and a run parked
+at its end saves and restores both (fastrl.core.process.rng_state), so that a resumed run
+acts as an uninterrupted one. Log-probabilities and values agree with torch's to float32
+rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from fastrl.models.actors import Actor
+from fastrl.models.encoders import ObsFeatures, RunningNorm
+from fastrl.models.policy import LOG_SQRT_2PI, ActorCritic
+
+TINY = np.finfo(np.float64).tiny
+NORM_CLIP = np.float32(RunningNorm.CLIP)
+ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: lambda x, out: np.maximum(x, 0, out=out)}
+
+
+def _view(p: torch.Tensor) -> np.ndarray:
+    return p.detach().numpy()  # shares the parameter's memory
+
+
+class NumpyMLP:
+    """A ``Linear`` / ``Tanh`` / ``ReLU`` sequence over numpy views of its parameters,
+    computed into reused arrays (one set per batch size)."""
+
+    def __init__(self, seq: nn.Sequential) -> None:
+        self.layers: list[tuple[np.ndarray, np.ndarray, object]] = []
+        for module in seq:
+            if isinstance(module, nn.Linear):
+                self.layers.append((_view(module.weight).T, _view(module.bias), None))
+            else:
+                w, b, _ = self.layers[-1]
+                self.layers[-1] = (w, b, ACTIVATIONS[type(module)])
+        self._out: dict[int, list[np.ndarray]] = {}
+
+    @staticmethod
+    def supports(seq: nn.Module) -> bool:
+        """True for an ``nn.Sequential`` of Linear layers, each followed by at most one of
+        the activations this class computes (what :func:`fastrl.models.policy.mlp`
+        builds)."""
+        if not isinstance(seq, nn.Sequential) or not isinstance(seq[0], nn.Linear):
+            return False
+        kinds = [type(m) for m in seq]
+        return all(k is nn.Linear or (k in ACTIVATIONS and prev is nn.Linear)
+                   for prev, k in zip([None, *kinds], kinds))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The network's output for the rows of ``x`` ``[n, in]`` float32 (an array this
+        object reuses on its next call with ``n`` rows)."""
+        outs = self._out.get(len(x))
+        if outs is None:
+            outs = self._out[len(x)] = [np.empty((len(x), w.shape[1]), np.float32)
+                                        for w, _, _ in self.layers]
+        for (w, b, activation), out in zip(self.layers, outs):
+            np.matmul(x, w, out=out)
+            out += b
+            if activation is not None:
+                activation(out, out=out)
+            x = out
+        return x
+
+
+class NumpyActorCritic:
+    """:meth:`ActorCritic.act` of one policy in numpy: an :data:`Actor` (its arrays are
+    valid until its next call)."""
+
+    def __init__(self, policy: ActorCritic) -> None:
+        features: ObsFeatures = policy._features
+        self._norm = None if features.norm is None else \
+            (_view(features.norm.mean), _view(features.norm.var))
+        self._size = features.size
+        self.actor, self.critic = NumpyMLP(policy.actor), NumpyMLP(policy.critic)
+        self.continuous = policy.continuous
+        self._act_start, self._act_shape = policy._act_start, policy.act_shape
+        if self.continuous:
+            self._log_std = _view(policy.log_std)
+
+    @staticmethod
+    def supports(policy: nn.Module) -> bool:
+        """True for fastrl's own :class:`ActorCritic` (not a subclass) over flat
+        observation features with MLP heads; anything else acts through torch."""
+        return type(policy) is ActorCritic and type(policy._features) is ObsFeatures \
+            and not policy._features._one_hot \
+            and NumpyMLP.supports(policy.actor) and NumpyMLP.supports(policy.critic)
+
+    def _features(self, obs: np.ndarray) -> np.ndarray:
+        x = obs.reshape(len(obs), self._size)
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        if self._norm is not None:  # as RunningNorm.forward
+            mean, var = self._norm
+            x = (x - mean) * (1.0 / np.sqrt(var + np.float32(1e-8)))
+            np.clip(x, -NORM_CLIP, NORM_CLIP, out=x)
+        return x
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = self._features(obs)
+        head = self.actor(x)
+        if self.continuous:
+            noise = np.random.standard_normal(head.shape).astype(np.float32)
+            action = noise * np.exp(self._log_std)
+            action += head
+            log_prob = (noise * noise).sum(1)
+            log_prob *= -0.5
+            log_prob -= self._log_std.sum() + len(self._log_std) * np.float32(LOG_SQRT_2PI)
+            action = action.reshape(len(obs), *self._act_shape)
+        else:
+            log_p = head - head.max(1, keepdims=True)
+            log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+            # Gumbel-max, as fastrl.models.policy.sample_classes: argmax(log_p - log E)
+            noise = np.random.standard_exponential(head.shape)
+            np.maximum(noise, TINY, out=noise)
+            np.log(noise, out=noise)
+            np.subtract(log_p, noise, out=noise)
+            flat = noise.argmax(1)
+            log_prob = np.take_along_axis(log_p, flat[:, None], 1)[:, 0]
+            action = flat + self._act_start if self._act_start else flat
+        return action, log_prob, self.critic(x)[:, 0]
+
+
+
+def numpy_actor(policy: nn.Module) -> Actor | None:
+    """A :class:`NumpyActorCritic` of ``policy`` when it supports one, else None."""
+    return NumpyActorCritic(policy) if NumpyActorCritic.supports(policy) else None
+
