@@ -31,6 +31,8 @@ from fastrl.runtime.faults import ChildFailed
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
 IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process
 SOLVE = "solve"  # whole training runs, each a process of its own (fastrl.bench.solve)
+# --heavy-us: each CartPole's twin with fixed CPU work per step (env.kwargs spin_iters)
+HEAVY = {"CartPole-v1": "fastrl/HeavyCartPole-v1", "fastrl/CartPole-v1": "fastrl/CartPole-v1"}
 # What a measurement may raise that becomes a row saying so (run_repeats)
 MEASUREMENT_ERRORS = (ConfigError, EnvError, ChildFailed, TimeoutError, RuntimeError, OSError)
 
@@ -96,8 +98,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "numba batched CartPole); peers step the first Gymnasium id of the "
                         "list (CartPole-v1 for fastrl/CartPole-v1). Default: CartPole-v1")
     p.add_argument("--heavy-us", type=float, default=0.0,
-                   help="use fastrl/HeavyCartPole-v1 with this many µs of fixed CPU work per "
-                        "step (0: off)")
+                   help="add this many µs of fixed CPU work to every env step (0: off): "
+                        "CartPole-v1 becomes fastrl/HeavyCartPole-v1 (its peers' env too), "
+                        "fastrl/CartPole-v1 does the same work inside its numba kernel")
     cores = len(os.sched_getaffinity(0))
     p.add_argument("--workers", type=_ints, default=sorted({1, cores}),
                    help=f"comma-separated worker counts (a scaling curve); default 1,{cores} "
@@ -152,11 +155,16 @@ def median(results: list[Result]) -> Result:
 def main(argv: list[str] | None = None) -> int:
     """Run every requested measurement, print the table, write JSON and the plot."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    env_ids, kwargs = args.env, {}
+    env_ids, kwargs, peer_default = args.env, {}, "CartPole-v1"
     if args.heavy_us:
-        env_ids = ["fastrl/HeavyCartPole-v1"]
+        unknown = [e for e in env_ids if e not in HEAVY]
+        if unknown:
+            print(f"--heavy-us: no heavy twin of {unknown}; it applies to "
+                  f"{', '.join(HEAVY)}", file=sys.stderr)
+            return 2
+        env_ids, peer_default = [HEAVY[e] for e in env_ids], HEAVY["CartPole-v1"]
         kwargs = {"spin_iters": spin_iters_for(args.heavy_us)}
-    peer_env = next((e for e in env_ids if e not in BUILTIN_BATCHED), "CartPole-v1")
+    peer_env = next((e for e in env_ids if e not in BUILTIN_BATCHED), peer_default)
     window = dict(warmup_s=args.warmup, duration_s=args.duration)
     extra = ["infra.pin_workers=true"] if args.pin else []
 

@@ -16,6 +16,8 @@ SCENARIOS = {
     # name: overrides that make it
     "collect": ["algo.name=none", "algo.random_actions=true"],
     "collect-policy": ["algo.name=none"],
+    # the same with the policy's forward through torch instead of numpy (fastrl.models.numpy_actor)
+    "collect-policy-torch": ["algo.name=none", "infra.worker_inference=torch"],
     "train": ["algo.name=ppo"],
     # PPO whose workers collect the next batch while the learner trains on this one
     "train-lag1": ["algo.name=ppo", "infra.max_policy_lag=1"],
@@ -107,7 +109,9 @@ def window_costs(start: Snapshot, end: Snapshot, roles: dict[str, int | str]
                  ) -> dict[str, float]:
     """Where a window's time and CPU went: ``cores_<role>`` (CPU seconds per wall second of
     the supervisor, the learner, the workers (processes or Ray actors) and everything else
-    this process started), ``rollout_ms`` (a worker's time to fill a slot) and, under Ray,
+    this process started), ``rollout_ms`` (a worker's time to fill a slot), ``write_ns``
+    (a worker's time per transition writing the slot: filling it, less choosing actions
+    and stepping envs) and, under Ray,
     ``relay_get_ms`` / ``relay_copy_ms`` (the relay's time per slot to fetch a slot from the
     object store and to copy it into a ring)."""
     role_of = {pid: name.split()[0] + ("s" if name.startswith("worker") else "")
@@ -122,6 +126,9 @@ def window_costs(start: Snapshot, end: Snapshot, roles: dict[str, int | str]
     slots = max(end.stages["slots"] - start.stages["slots"], 1)
     costs = {f"cores_{role}": v for role, v in cores.items()}
     costs["rollout_ms"] = (end.stages["fill_ns"] - start.stages["fill_ns"]) / slots / 1e6
+    write = sum(sign * (end.stages[k] - start.stages[k]) for sign, k in
+                ((1, "fill_ns"), (-1, "act_ns"), (-1, "env_ns")))
+    costs["write_ns"] = write / max(end.steps - start.steps, 1)
     for k in ("get", "copy"):
         if f"relay_{k}" in end.stages:
             relayed = max(end.stages["relay_slots"] - start.stages["relay_slots"], 1)
