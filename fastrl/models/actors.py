@@ -16,10 +16,13 @@ Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 def policy_actor(policy: torch.nn.Module) -> Actor:
     """Batched CPU inference of ``policy`` (one torch forward per step for all envs): any
-    module with the ``act(obs) -> (action, log_prob, value)`` of fastrl.models."""
+    module with the ``act(obs) -> (action, log_prob, value)`` of fastrl.models. Runs under
+    ``torch.inference_mode`` (no version counters or autograd bookkeeping: ~4% of a small
+    forward), on a tensor that shares the observations' memory."""
 
     def act(obs: np.ndarray):
-        action, log_prob, value = policy.act(torch.from_numpy(obs))
+        with torch.inference_mode():
+            action, log_prob, value = policy.act(torch.from_numpy(obs))
         return action.numpy(), log_prob.numpy(), value.numpy()
 
     return act

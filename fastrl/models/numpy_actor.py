@@ -35,13 +35,16 @@ def _view(p: torch.Tensor) -> np.ndarray:
 
 class NumpyMLP:
     """A ``Linear`` / ``Tanh`` / ``ReLU`` sequence over numpy views of its parameters,
-    computed into reused arrays (one set per batch size)."""
+    computed feature-major (``[features, batch]``) into reused arrays, one set per batch
+    size. Feature-major, every product is weight ``[out, in]`` (C order, as torch stores
+    it) times activations ``[in, batch]`` (C order): the cheapest BLAS case, about half the
+    time of ``[batch, in]`` times the transposed weight at these sizes."""
 
     def __init__(self, seq: nn.Sequential) -> None:
         self.layers: list[tuple[np.ndarray, np.ndarray, object]] = []
         for module in seq:
             if isinstance(module, nn.Linear):
-                self.layers.append((_view(module.weight).T, _view(module.bias), None))
+                self.layers.append((_view(module.weight), _view(module.bias)[:, None], None))
             else:
                 w, b, _ = self.layers[-1]
                 self.layers[-1] = (w, b, ACTIVATIONS[type(module)])
@@ -59,14 +62,14 @@ class NumpyMLP:
                    for prev, k in zip([None, *kinds], kinds))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The network's output for the rows of ``x`` ``[n, in]`` float32 (an array this
-        object reuses on its next call with ``n`` rows)."""
-        outs = self._out.get(len(x))
+        """The network's output ``[out, n]`` for ``x`` ``[in, n]`` float32, C order (an
+        array this object reuses on its next call with ``n`` columns)."""
+        n = x.shape[1]
+        outs = self._out.get(n)
         if outs is None:
-            outs = self._out[len(x)] = [np.empty((len(x), w.shape[1]), np.float32)
-                                        for w, _, _ in self.layers]
+            outs = self._out[n] = [np.empty((len(w), n), np.float32) for w, _, _ in self.layers]
         for (w, b, activation), out in zip(self.layers, outs):
-            np.matmul(x, w, out=out)
+            np.dot(w, x, out=out)
             out += b
             if activation is not None:
                 activation(out, out=out)
@@ -87,7 +90,7 @@ class NumpyActorCritic:
         self.continuous = policy.continuous
         self._act_start, self._act_shape = policy._act_start, policy.act_shape
         if self.continuous:
-            self._log_std = _view(policy.log_std)
+            self._log_std = _view(policy.log_std)[:, None]
 
     @staticmethod
     def supports(policy: nn.Module) -> bool:
@@ -98,39 +101,37 @@ class NumpyActorCritic:
             and NumpyMLP.supports(policy.actor) and NumpyMLP.supports(policy.critic)
 
     def _features(self, obs: np.ndarray) -> np.ndarray:
+        """Observations ``[n, *obs]`` as float32 features ``[size, n]``, C order."""
         x = obs.reshape(len(obs), self._size)
-        if x.dtype != np.float32:
-            x = x.astype(np.float32)
         if self._norm is not None:  # as RunningNorm.forward
             mean, var = self._norm
             x = (x - mean) * (1.0 / np.sqrt(var + np.float32(1e-8)))
             np.clip(x, -NORM_CLIP, NORM_CLIP, out=x)
-        return x
+        return np.ascontiguousarray(x.T, np.float32)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         x = self._features(obs)
-        head = self.actor(x)
+        head = self.actor(x)  # [classes or action size, n]
         if self.continuous:
             noise = np.random.standard_normal(head.shape).astype(np.float32)
             action = noise * np.exp(self._log_std)
             action += head
-            log_prob = (noise * noise).sum(1)
+            log_prob = (noise * noise).sum(0)
             log_prob *= -0.5
             log_prob -= self._log_std.sum() + len(self._log_std) * np.float32(LOG_SQRT_2PI)
-            action = action.reshape(len(obs), *self._act_shape)
+            action = action.T.reshape(len(obs), *self._act_shape)
         else:
-            log_p = head - head.max(1, keepdims=True)
-            log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+            log_p = head - head.max(0)
+            log_p -= np.log(np.exp(log_p).sum(0))
             # Gumbel-max, as fastrl.models.policy.sample_classes: argmax(log_p - log E)
             noise = np.random.standard_exponential(head.shape)
             np.maximum(noise, TINY, out=noise)
             np.log(noise, out=noise)
             np.subtract(log_p, noise, out=noise)
-            flat = noise.argmax(1)
-            log_prob = np.take_along_axis(log_p, flat[:, None], 1)[:, 0]
+            flat = noise.argmax(0)
+            log_prob = log_p[flat, np.arange(len(flat))]
             action = flat + self._act_start if self._act_start else flat
-        return action, log_prob, self.critic(x)[:, 0]
-
+        return action, log_prob, self.critic(x)[0]
 
 
 def numpy_actor(policy: nn.Module) -> Actor | None:
