@@ -202,8 +202,9 @@ class CheckedBatchedEnv:
         """Step every env once (checked); see :class:`~fastrl.envs.batched.BatchedEnv`."""
         if not hasattr(self.sim, "step"):
             self.sim.step_into(actions, self._rows)
-            return self._rows
-        out = self.sim.step(actions)
+            out = self._rows  # checked as a step result: its rewards may not be finite
+        else:
+            out = self.sim.step(actions)
         if not isinstance(out, tuple) or len(out) != 5:
             raise contract_violation(self.env_id, "step()", "the result", "a 5-tuple (obs, "
                                      "reward, terminated, truncated, final_obs)", out)

@@ -128,6 +128,18 @@ def test_a_user_simulator_may_implement_either_step_form():
                 assert rows.final_obs[0, 0] == last_final
 
 
+def test_a_step_into_simulator_is_checked_when_fastrl_steps_it():
+    class NaNReward(StepIntoOnly):
+        def step_into(self, actions, out):
+            super().step_into(actions, out)
+            out.reward[0] = np.nan
+
+    sim = CheckedBatchedEnv(NaNReward(), "Counter", 1)
+    sim.reset()
+    with pytest.raises(EnvContractError, match=r"reward\[0\] should be a finite number"):
+        sim.step(np.zeros(1, np.int64))
+
+
 def test_a_simulator_without_either_step_form_is_refused():
     class NoStep:
         observation_space, action_space, num_envs = StepOnly.observation_space, \
