@@ -109,7 +109,7 @@ class BatchedCartPole(WritesRows):
         self.state = np.zeros((n, 4), np.float64)
         self._rng = np.array(seeds, np.uint64)
         self._steps = np.zeros(n, np.int64)
-        self._sink = np.zeros(n, np.int64)
+        self._sink = np.zeros(n, np.uint64)
         self._rows = own_rows(n, (4,), np.dtype(np.float32))
 
     def reset(self) -> np.ndarray:
@@ -138,4 +138,4 @@ class BatchedCartPole(WritesRows):
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         self.__dict__.setdefault("spin_iters", 0)  # (parked before spin_iters existed)
-        self.__dict__.setdefault("_sink", np.zeros(self.num_envs, np.int64))
+        self.__dict__.setdefault("_sink", np.zeros(self.num_envs, np.uint64))
