@@ -11,6 +11,7 @@ over envs and no per-env objects. fastrl takes any object with the
   (``fastrl.envs.batched.StepRows``: ``obs``, ``reward``, ``terminated``, ``truncated``,
   ``final_obs``), which are views of the shared-memory slot the worker is filling, already
   of the right shapes and dtypes: nothing is copied between the simulator and the ring.
+  They hold stale bytes of earlier slots: write every field, and keep no reference to them.
   An env whose episode ends in this step is reset *in this same step*: ``out.obs[i]`` is
   then the first observation of its next episode and ``out.final_obs[i]`` the real last
   observation of the one that ended (fastrl bootstraps truncated episodes from it);

@@ -161,7 +161,7 @@ class InfraConfig:
     pin_workers: bool = setting(False, "pin worker i to CPU core i mod cores")
     worker_inference: str = setting(
         "numpy", "how workers choose actions with the built-in MLP actor-critic (ppo, appo, "
-        "none): numpy (BLAS calls on views of the policy's parameters; a fraction of torch's "
+        "a2c, none): numpy (BLAS calls on views of the policy's parameters; a fraction of torch's "
         "per-op cost at a worker's batch sizes) or torch; other policies always act through "
         "torch", choices=("numpy", "torch"))
     runtime: str = setting("local", "local: workers and learner in their own processes; serial: "

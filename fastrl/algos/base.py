@@ -88,7 +88,8 @@ def act_with_policy(policy: nn.Module, act_space: gym.Space, seed: int,
     """The default worker-side actor: the policy's own ``act`` (its samples), in numpy
     where ``inference`` is ``"numpy"`` and the policy is the built-in MLP
     (fastrl.models.numpy_actor), else through torch."""
-    return (inference == "numpy" and numpy_actor(policy)) or policy_actor(policy)
+    actor = numpy_actor(policy) if inference == "numpy" else None
+    return actor if actor is not None else policy_actor(policy)
 
 
 @dataclass(frozen=True)

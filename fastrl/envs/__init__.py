@@ -1,11 +1,12 @@
 """Built-in envs and the batched-env interface that custom simulators implement."""
 
 from fastrl.envs import heavy  # noqa: F401 - registers fastrl/HeavyCartPole-v1
-from fastrl.envs.batched import BatchedEnv
+from fastrl.envs.batched import BatchedEnv, SlotRows, StepRows
 from fastrl.envs.cartpole import BatchedCartPole
 from fastrl.envs.catch import BatchedCatch
 
 #: Batched simulators selected by ``env.id``; everything else goes to ``gymnasium.make``.
 BUILTIN_BATCHED = {"fastrl/CartPole-v1": BatchedCartPole, "fastrl/Catch-v0": BatchedCatch}
 
-__all__ = ["BUILTIN_BATCHED", "BatchedCartPole", "BatchedCatch", "BatchedEnv"]
+__all__ = ["BUILTIN_BATCHED", "BatchedCartPole", "BatchedCatch", "BatchedEnv", "SlotRows",
+           "StepRows"]

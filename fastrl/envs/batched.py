@@ -13,7 +13,9 @@ class StepRows(NamedTuple):
     fresh one where an episode ended), ``reward`` ``[n]`` float32, ``terminated`` and
     ``truncated`` ``[n]`` bool, ``final_obs`` ``[n, *obs]`` the real last observation where
     an episode ended (rows of the others are not read). In a worker these are rows of the
-    shared-memory slot being filled; the field order is that of ``step``'s 5-tuple."""
+    shared-memory slot being filled, holding stale bytes of earlier slots: a simulator
+    writes every field and keeps no reference to them. The field order is that of
+    ``step``'s 5-tuple."""
 
     obs: np.ndarray
     reward: np.ndarray
@@ -58,7 +60,8 @@ class BatchedEnv(Protocol):
 
     Optionally, ``rollout_into(actions, out)`` steps ``T = len(actions)`` times with the
     given actions into a :class:`SlotRows` in one call: workers that act without looking
-    at observations (random actions) fill a whole slot with it. fastrl's simulators
+    at observations (random actions) fill a whole slot with it (one call must take less
+    than ``infra.worker_timeout_s``: the worker's heartbeat waits for it). fastrl's simulators
     (:class:`~fastrl.envs.cartpole.BatchedCartPole`, :class:`~fastrl.envs.catch.BatchedCatch`
     and :class:`~fastrl.envs.source.EnvGroup` over Gymnasium envs) implement ``step`` and
     ``step_into``; the numba CartPole also ``rollout_into``.

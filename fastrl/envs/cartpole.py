@@ -53,7 +53,7 @@ def _step(state, rng, steps, actions, max_steps, spin_iters, sink, obs, reward, 
           truncated, final):
     for i in range(state.shape[0]):
         if spin_iters:
-            sink[i] = spin(spin_iters)  # (stored: work whose result is unused may be dropped)
+            sink[i] = spin(spin_iters, i)  # (stored: work whose result is unused may be dropped)
         x, x_dot, theta, theta_dot = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
         force = FORCE_MAG if actions[i] == 1 else -FORCE_MAG
         costheta, sintheta = math.cos(theta), math.sin(theta)

@@ -16,13 +16,14 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def spin(iters: int) -> int:
+def spin(iters: int, seed: int = 0) -> int:
     """Deterministic CPU work the compiler can neither remove nor shorten: a xorshift64
-    chain, each iteration depending on the last (the result is returned). It costs the
-    same per iteration called from Python or inlined into a kernel looping over envs; a
-    linear congruential chain did not (LLVM shortened it ~10x inside the batched
-    CartPole)."""
-    h = np.uint64(0x9E3779B97F4A7C15)
+    chain from ``seed``, each iteration depending on the last (the result is returned). It
+    costs the same per iteration called from Python or inlined into a kernel looping over
+    envs (a kernel passes each env its own seed, so that no two chains are the same
+    computation); a linear congruential chain did not (LLVM shortened it ~10x inside the
+    batched CartPole)."""
+    h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(seed)
     for _ in range(iters):
         h ^= h << np.uint64(13)
         h ^= h >> np.uint64(7)

@@ -77,6 +77,7 @@ class RandomActor:
         return self._table[self._next - steps:self._next]
 
     def __call__(self, obs: np.ndarray):
+        """One step's random actions (``obs`` is not read), zero log-probs and values."""
         return self._take(1)[0], self._zeros, self._zeros
 
     def actions_into(self, out: np.ndarray) -> None:

@@ -3,7 +3,7 @@
 At a worker's batch sizes (tens of envs, 64-unit layers) a torch forward costs its per-op
 dispatch (a few µs for each of ~25 ops) far more than its arithmetic; numpy's BLAS calls and
 SIMD ufuncs into preallocated arrays do the same work in a third of the time (``python -m
-pytest benchmarks/test_kernels.py -k inference``). The weights are numpy views of the
+pytest benchmarks/test_kernels.py -k "actor or inference"``). The weights are numpy views of the
 policy's own parameters, so what a worker loads into the torch module is what acts here:
 nothing is copied or kept in sync. The actions follow the same distributions as
 :meth:`fastrl.models.policy.ActorCritic.act` (Gumbel-max over the log-softmax for Discrete
@@ -56,6 +56,8 @@ class NumpyMLP:
         the activations this class computes (what :func:`fastrl.models.policy.mlp`
         builds)."""
         if not isinstance(seq, nn.Sequential) or not isinstance(seq[0], nn.Linear):
+            return False
+        if any(isinstance(m, nn.Linear) and m.bias is None for m in seq):
             return False
         kinds = [type(m) for m in seq]
         return all(k is nn.Linear or (k in ACTIVATIONS and prev is nn.Linear)
@@ -110,6 +112,7 @@ class NumpyActorCritic:
         return np.ascontiguousarray(x.T, np.float32)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(action, log_prob, value)`` sampled for observations ``[n, *obs]``."""
         x = self._features(obs)
         head = self.actor(x)  # [classes or action size, n]
         if self.continuous:

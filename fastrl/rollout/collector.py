@@ -63,6 +63,15 @@ def finish_slot(reward, terminated, truncated, ep_return, ep_length, episodes, e
     return bad
 
 
+def warm_up() -> None:
+    """Load :func:`finish_slot` for the slot's dtypes (from numba's cache, or compile it):
+    the fork server calls this, so that no worker pays it on its first slot."""
+    t, b = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.bool_)
+    i32, i64 = np.zeros((1, 1), np.int32), np.zeros((1, 1), np.int64)
+    finish_slot(t, b, b, np.zeros(1), np.zeros(1, np.int32), np.zeros(1, np.int64),
+                np.zeros(1, np.int32), 1, 0, False, t.copy(), i32, i64, i32.copy(), i64.copy())
+
+
 def slot_rows(slot: dict[str, np.ndarray]) -> SlotRows:
     """The rows of ``slot`` a simulator writes (see fastrl.envs.batched.SlotRows)."""
     return SlotRows(slot["obs"], slot["bootstrap_obs"], slot["reward"], slot["terminated"],

@@ -15,7 +15,8 @@ from torch import nn
 from fastrl.algos.ppo import PPO
 from fastrl.config import AlgoConfig
 from fastrl.envs import BatchedCartPole
-from fastrl.envs.source import EnvContractError, EnvGroup, EnvSource
+from fastrl.envs.batched import copy_step
+from fastrl.envs.source import CheckedBatchedEnv, EnvContractError, EnvGroup, EnvSource
 from fastrl.memory.layout import trajectory_layout
 from fastrl.models.actors import RandomActor, policy_actor
 from fastrl.models.policy import ActorCritic
@@ -160,16 +161,70 @@ def test_a_whole_slot_in_one_call_writes_what_step_by_step_writes():
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def test_a_non_finite_reward_stops_the_slot_naming_env_and_step():
-    class NaNAtStep3(ScriptedRewards):
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("wrap", [False, True], ids=["step", "checked step_into"])
+def test_a_non_finite_reward_stops_the_slot_naming_env_and_step(bad, wrap):
+    class BadAtStep3(ScriptedRewards):
         def step(self, actions):
             out = super().step(actions)
-            return (out[0], np.array([np.nan if self.t == 3 else 1.0]), *out[2:])
+            return (out[0], np.array([bad if self.t == 3 else 1.0]), *out[2:])
 
-    envs = NaNAtStep3()
+        def close(self):
+            pass
+
+    class BadIntoRows(BadAtStep3):
+        def step_into(self, actions, rows):
+            copy_step(BadAtStep3.step(self, actions), rows)
+
+        step = property()  # step_into alone
+
+    envs = BadAtStep3()
     layout = trajectory_layout(envs.observation_space, envs.action_space, 8, 1)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
     act = RandomActor(envs.action_space, 1, seed=0)
-    for clip in (False, True):  # the sign of nan is no cover for it
-        with pytest.raises(EnvContractError, match="env 5 returned the reward nan at step 2"):
-            Collector(NaNAtStep3(), act, 5, 6, clip_rewards=clip).fill(slot, 0, 0)
+    for clip in (False, True):  # the sign of nan or inf is no cover for it
+        sim = CheckedBatchedEnv(BadIntoRows(), "Bad", 1) if wrap else BadAtStep3()
+        with pytest.raises(EnvContractError, match=f"env 5 returned the reward {bad} at step 2"):
+            Collector(sim, act, 5, 6, clip_rewards=clip).fill(slot, 0, 0)
+
+
+class Periodic:
+    """Two envs paying 1 a step whose episodes end every 3 and every 4 steps."""
+
+    PERIODS = np.array([3, 4])
+    num_envs = 2
+    observation_space = spaces.Box(0, 10, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self):
+        self.t = 0
+
+    def reset(self):
+        return np.zeros((2, 1), np.float32)
+
+    def step(self, actions):
+        self.t += 1
+        done = self.t % self.PERIODS == 0
+        obs = np.zeros((2, 1), np.float32)
+        return obs, np.ones(2, np.float32), done, np.zeros(2, bool), obs
+
+
+def test_ids_steps_and_episode_totals_continue_across_slots():
+    """Slots 0-2 of a worker whose first env is env 10 of 16: every transition's global
+    step, env id, episode id and running totals follow from its time step alone."""
+    T, first, total = 5, 10, 16
+    envs = Periodic()
+    layout = trajectory_layout(envs.observation_space, envs.action_space, T, 2)
+    collector = Collector(envs, RandomActor(envs.action_space, 2, seed=0), first, total)
+    for seq in range(3):
+        slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+        collector.fill(slot, seq, 7)
+        g = seq * T + np.arange(T)[:, None]  # the time step of every row, [T, 1]
+        env = first + np.arange(2)
+        assert (slot["global_step"] == g * total + env).all()
+        assert (slot["env_id"] == env).all() and (slot["policy_version"] == 7).all()
+        assert (slot["episode_id"] == g // Periodic.PERIODS * total + env).all()
+        length = g % Periodic.PERIODS + 1
+        assert (slot["episode_length"] == length).all()
+        assert (slot["episode_return"] == length).all()
+        assert (slot["terminated"] == (length == Periodic.PERIODS)).all()
