@@ -5,10 +5,13 @@ from fastrl.checkpoint import CheckpointError
 from fastrl.config import ConfigError
 from fastrl.envs.source import EnvError
 from fastrl.memory.layout import UnsupportedSpace
+from fastrl.memory.segments import SharedMemoryFull
 from fastrl.models.base import PolicyContractError
 from fastrl.models.encoders import UnsupportedObservations
 from fastrl.models.policy import UnsupportedActionSpace
 
-#: A bad config, env, space, policy or checkpoint.
+#: A bad config, env, space, policy or checkpoint, or a run larger than /dev/shm has room
+#: for (found before any process starts).
 INPUT_ERRORS = (ConfigError, CheckpointError, EnvError, UnsupportedSpace,
-                UnsupportedActionSpace, UnsupportedObservations, PolicyContractError)
+                UnsupportedActionSpace, UnsupportedObservations, PolicyContractError,
+                SharedMemoryFull)

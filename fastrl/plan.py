@@ -18,6 +18,7 @@ from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource, env_source
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
+from fastrl.memory.segments import check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
 
@@ -51,6 +52,13 @@ class RunPlan:
         """Shared memory the run needs, by segment kind."""
         w = self.cfg.infra.num_workers
         return {f"{w} rings": w * self.ring_bytes, "weights": self.weights_bytes}
+
+    def check_shared_memory(self) -> None:
+        """Raise :class:`~fastrl.memory.segments.SharedMemoryFull` unless /dev/shm has room
+        for :meth:`shm_bytes` now (every runtime but serial, which keeps the rings in its
+        own memory). The supervisor checks again just before it creates the segments."""
+        if self.cfg.infra.runtime != "serial":
+            check_shm_space(self.shm_bytes(), knobs=SHM_KNOBS)
 
     @property
     def trains(self) -> bool:

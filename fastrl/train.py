@@ -25,7 +25,6 @@ if __name__ == "__main__":
 from fastrl.config import field_docs, load_config
 from fastrl.describe import config_and_overrides, describe, summary
 from fastrl.errors import INPUT_ERRORS
-from fastrl.memory.segments import SharedMemoryFull
 from fastrl.runtime.faults import ChildFailed
 from fastrl.runtime.ray_workers import RayUnavailable
 from fastrl.trainer import Trainer
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except INPUT_ERRORS as e:
         print(f"fastrl.train: error: {e}", file=sys.stderr)
         return 2
-    except (ChildFailed, SharedMemoryFull, RayUnavailable) as e:
+    except (ChildFailed, RayUnavailable) as e:
         print(f"fastrl.train: run failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

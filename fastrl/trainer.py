@@ -133,9 +133,12 @@ class Trainer:
     @property
     def plan(self) -> RunPlan:
         """The run's resolved shape (env spaces, ring layout, devices), computed once; the env
-        contract and the policy are checked here, before any process starts."""
+        contract, the policy and the room in /dev/shm are checked here, before any process
+        starts."""
         if self._plan is None:
-            self._plan = plan_run(self.config, self._env, self._policy)
+            plan = plan_run(self.config, self._env, self._policy)
+            plan.check_shared_memory()
+            self._plan = plan
         return self._plan
 
     @classmethod

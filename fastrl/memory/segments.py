@@ -20,7 +20,16 @@ PREFIX = "fastrl_"
 
 
 class SharedMemoryFull(RuntimeError):
-    """Not enough free space in /dev/shm for the run's segments."""
+    """Not enough free space in /dev/shm for the run's segments, found before any process
+    of the run starts: bad input (a config asking for more than this machine has), which
+    every command-line tool reports with exit status 2. A shortage that appears while the
+    run goes on kills a child with SIGBUS instead (exit status 1)."""
+
+
+def shm_size_bytes() -> int:
+    """Bytes /dev/shm holds in all, used or not."""
+    st = os.statvfs(SHM_DIR)
+    return st.f_blocks * st.f_frsize
 
 
 def free_shm_bytes() -> int:
@@ -44,10 +53,12 @@ def check_shm_space(needed: dict[str, int], knobs: str) -> None:
     free = free_shm_bytes()
     if total > free:
         parts = ", ".join(f"{k} {v:,}" for k, v in needed.items())
+        size = shm_size_bytes()
+        room = f"holds {size:,} in all" if total > size else \
+            f"has {free:,} free now (of {size:,}: other processes use the rest)"
         raise SharedMemoryFull(
-            f"fastrl needs {total:,} bytes of shared memory ({parts}) but {SHM_DIR} has "
-            f"{free:,} free; reduce {knobs}, or give {SHM_DIR} more space "
-            "(docker run --shm-size)"
+            f"fastrl needs {total:,} bytes of shared memory ({parts}) but {SHM_DIR} {room}; "
+            f"reduce {knobs}, or give {SHM_DIR} more space (docker run --shm-size)"
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastrl.core.forkserver import child_context, start_fork_server
 from fastrl.core.process import read_crash
+from fastrl.memory.segments import SHM_DIR, free_shm_bytes
 
 POLL_S = 0.05
 # The learner may be evaluating, waiting up to PARK_WAIT_S (20 s) for the workers to park,
@@ -68,6 +69,9 @@ class Children:
         code = proc.exitcode
         if code < 0:
             how = f"was killed by {signal.Signals(-code).name}"
+            if -code == signal.SIGBUS:  # a page of a segment that tmpfs could not back
+                how += (f" (a full {SHM_DIR} does this to a process writing shared memory: "
+                        f"{free_shm_bytes():,} bytes free now)")
         elif code == 0:
             how = "exited before the run was stopped"
         else:

@@ -12,9 +12,9 @@ import numpy as np
 from fastrl.checkpoint import Checkpoint, parked_path
 from fastrl.learner.learner import ring_shape
 from fastrl.memory.ring import INCARNATION, STEPS, Ring
-from fastrl.memory.segments import SegmentOwner, check_shm_space
+from fastrl.memory.segments import SegmentOwner
 from fastrl.memory.weights import SharedWeights
-from fastrl.plan import SHM_KNOBS, RunPlan
+from fastrl.plan import RunPlan
 
 
 class RunMemory:
@@ -23,7 +23,7 @@ class RunMemory:
     def __init__(self, plan: RunPlan, shared: bool) -> None:
         self.plan, self.shared = plan, shared
         if shared:
-            check_shm_space(plan.shm_bytes(), knobs=SHM_KNOBS)
+            plan.check_shared_memory()
         self.owner = SegmentOwner()
         self.rings: list[Ring] = []
         self.ring_names: list[str] = []

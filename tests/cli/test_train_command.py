@@ -11,7 +11,8 @@ from fastrl.config import field_docs
 from fastrl.train import main
 
 BAD = [["infra.num_workers=0"], ["algo.nope=1"], ["missing.yaml"], ["env.id=NoSuchEnv-v9"],
-       ["env.id=nosuchmodule:Env-v0"], ["env.kwargs.nope=1"]]
+       ["env.id=nosuchmodule:Env-v0"], ["env.kwargs.nope=1"],
+       ["infra.envs_per_worker=100000000"]]  # 2.1 TiB of rings: more than /dev/shm holds
 
 
 def test_help_lists_every_key_with_its_doc(capsys):

@@ -9,6 +9,7 @@ import random
 import re
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 from helpers import (
@@ -29,6 +30,7 @@ from helpers import (
 from fastrl.checkpoint import checkpoints_dir, latest_valid, verify
 from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource
+from fastrl.runtime.children import Children
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -150,3 +152,13 @@ def test_checkpoints_written_beside_training_are_complete_or_absent_after_a_kill
     assert folders
     for folder in folders:
         verify(folder)  # raises CheckpointError for a partial one
+
+
+def test_a_child_killed_by_sigbus_is_told_as_dev_shm_running_out(tmp_path):
+    """tmpfs backs segment pages lazily: /dev/shm filling up under a running run kills the
+    child that touches a new page with SIGBUS, which its exit names (the run fails: 1)."""
+    children = Children(tmp_path)
+    children.track("worker 0", SimpleNamespace(pid=123, exitcode=-signal.SIGBUS))
+    told = children.describe_exit("worker 0")
+    assert told.startswith("worker 0 (pid 123) was killed by SIGBUS (a full /dev/shm")
+    assert "bytes free now" in told

@@ -192,7 +192,8 @@ def test_too_little_shared_memory_is_refused_before_allocating(tmp_path, no_shm_
                                                                capfd):
     proc = train_main([*TINY, "infra.rollout_len=1000000", "infra.envs_per_worker=100000",
                        "algo.num_minibatches=1"], tmp_path, capfd)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input, found before any process of the run starts
+    assert proc.stderr.startswith("fastrl.train: error: fastrl needs ")
     assert "bytes of shared memory" in proc.stderr and "infra.ring_slots" in proc.stderr
     assert "Traceback" not in proc.stderr
 
