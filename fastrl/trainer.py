@@ -23,6 +23,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
+from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
 from fastrl.learner.offpolicy import replay_shape
 from fastrl.models.policy import param_shapes
@@ -86,6 +87,20 @@ def _check_picklable(what: str, obj: Any) -> None:
             f"{what}={obj!r} cannot be sent to worker processes ({e}); pass a module-level "
             "function or class (defined under if __name__ == '__main__' guards in scripts), "
             "a functools.partial of one, or an import string 'package.module:name'") from None
+
+
+def refuse_unguarded_main() -> None:
+    """Exit with status 2 and one line when training is being started by the main module's
+    top-level code outside the ``__main__`` guard (fastrl.core.main_guard): its child
+    processes would each start training again, fail, and be restarted, with a traceback
+    apiece."""
+    site = unguarded_call_site()
+    if site is not None:
+        path, line = site
+        print(f"fastrl: {path}, line {line}, starts training at the top level of the main "
+              "module; every fastrl child process imports that module and would run it "
+              'again: put that code under `if __name__ == "__main__":`', file=sys.stderr)
+        raise SystemExit(2)
 
 
 class Trainer:
@@ -182,7 +197,14 @@ class Trainer:
 
     def fit(self) -> RunResult:
         """Run to ``algo.total_steps`` (or the target return, a stop signal, :meth:`close`)
-        and return what it produced; every process and segment is gone when it returns."""
+        and return what it produced; every process and segment is gone when it returns.
+
+        Called from a script's top-level code outside ``if __name__ == "__main__":``, which
+        every child process would run again, it prints one line naming the fix and exits
+        with status 2 before anything starts (:func:`refuse_unguarded_main`).
+        """
+        if self.config.infra.runtime != "serial":  # (the serial runtime starts no process)
+            refuse_unguarded_main()
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Trainer was closed; make a new one to train again")

@@ -8,6 +8,8 @@ the bars is a hard-coded number.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -113,3 +115,22 @@ def test_custom_env_example_trains_from_an_import_string(tmp_path, no_shm_residu
 ], ids=["custom_env", "batched_sim"])
 def test_examples_keep_the_env_contract(source):
     check_env(source, seed=3, steps=300)  # past episode ends (GoalReach 50, Thermostats 100)
+
+
+def test_a_script_without_the_main_guard_stops_with_one_line(tmp_path, no_shm_residue):
+    """The README's example with its training moved out of ``if __name__ == "__main__":``:
+    one line naming the fix and exit status 2 before any process starts, instead of a
+    traceback from every child that imports the script again."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import fastrl\n"
+        f"config = fastrl.load_config(None, ['log.run_dir={tmp_path}', 'log.console=false'])\n"
+        "fastrl.Trainer(config).fit()\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"fastrl: {script}, line 3, starts training at the top level")
+    assert lines[0].endswith('put that code under `if __name__ == "__main__":`')
+    assert [p for p in tmp_path.iterdir() if p != script] == [], "a run directory was made"
