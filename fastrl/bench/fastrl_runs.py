@@ -32,8 +32,9 @@ START_TIMEOUT_S = 120.0
 def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
                envs_per_worker: int, rollout_len: int, warmup_s: float, duration_s: float,
                extra: list[str] = (), label_env: bool = False) -> Result:
-    """Measure one fastrl run: start it, wait until every worker has published a slot and
-    ``warmup_s`` more, then measure ``duration_s`` and stop it."""
+    """Measure one fastrl run: start it, wait until every worker has published a slot (the
+    run's start-up, ``costs["start_s"]``: processes, imports, numba's kernels, first
+    steps) and ``warmup_s`` more, then measure ``duration_s`` and stop it."""
     with tempfile.TemporaryDirectory(prefix="fastrl-bench-") as tmp:
         cfg = load_config(None, [
             *SCENARIOS[scenario], f"env.id={env_id}", f"infra.num_workers={workers}",
@@ -48,6 +49,7 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
         steps_per_slot = rollout_len * envs_per_worker
         window: list[Snapshot] = []
         roles: dict[str, int | str] = {}
+        started_s: list[float] = []
         failure: list[BaseException] = []
 
         def state() -> tuple[int, dict[str, int]]:
@@ -67,13 +69,15 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
             # Waits are on run_over, so that a run that ends early (a signal, a crash) ends
             # the measurement too instead of leaving this thread sleeping.
             try:
-                deadline = time.monotonic() + START_TIMEOUT_S
+                t0 = time.monotonic()
+                deadline = t0 + START_TIMEOUT_S
                 while not started():
-                    if run_over.wait(0.05):
+                    if run_over.wait(0.01):
                         return
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"fastrl workers did not start within "
                                            f"{START_TIMEOUT_S:.0f} s")
+                started_s.append(time.monotonic() - t0)
                 if run_over.wait(warmup_s):
                     return
                 window.append(snapshot(*state()))
@@ -101,7 +105,7 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
             raise RuntimeError("the fastrl run ended before its measurement window did")
     name = f"fastrl {scenario}" + (f" [{env_id}]" if label_env else "")
     result = summarize(name, scenario, workers, workers * envs_per_worker, *window)
-    result.costs = window_costs(*window, roles)
+    result.costs = {**window_costs(*window, roles), "start_s": started_s[0]}
     return result
 
 

@@ -130,11 +130,12 @@ def print_table(results: list[Result], raw_rate: float | None) -> None:
 def costs_table(results: list[Result]) -> Table:
     """fastrl's runs: steps/s against the ``collect`` run of the same workers and env (the
     local runtime, measured in the same bench run), cores by process role, and a worker's
-    and the Ray relay's milliseconds per slot, and a worker's nanoseconds per transition
-    spent writing it into the slot."""
+    and the Ray relay's milliseconds per slot, a worker's nanoseconds per transition
+    spent writing it into the slot, and the run's start-up: seconds from its start until
+    every worker had published a slot."""
     t = Table(title="fastrl runs: where the time goes (cores = CPU-s per wall-s)")
-    for col in ("system", "procs", "× collect", "supervisor", "learner", "workers", "other",
-                "rollout ms/slot", "write ns/step", "relay get+copy ms/slot"):
+    for col in ("system", "procs", "× collect", "start s", "supervisor", "learner", "workers",
+                "other", "rollout ms/slot", "write ns/step", "relay get+copy ms/slot"):
         t.add_column(col, justify="left" if col == "system" else "right")
     for r in results:
         if not r.costs:
@@ -147,6 +148,7 @@ def costs_table(results: list[Result]) -> Table:
             else ""
         t.add_row(escape(r.system), str(r.workers),
                   f"{r.steps_per_sec / base.steps_per_sec:.2f}" if base else "",
+                  f"{c['start_s']:.2f}" if "start_s" in c else "",
                   *(f"{c[f'cores_{k}']:.2f}" for k in ("supervisor", "learner", "workers",
                                                        "other")),
                   f"{c['rollout_ms']:.1f}", f"{c['write_ns']:.1f}", relay)

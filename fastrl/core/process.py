@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fastrl.core import jit
 from fastrl.core.errors import ExplainedError
 from fastrl.core.forkserver import STOP_SIGNALS, release_fork_server
 
@@ -41,6 +42,7 @@ def become_child(parent_pid: int) -> None:
     release_fork_server()
     if os.getppid() != parent_pid:  # the server died before prctl took effect
         os._exit(1)
+    jit.restart()  # (the server's compiling is not this child's)
 
 
 #: glibc mallopt() parameters (malloc.h)

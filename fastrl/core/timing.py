@@ -7,7 +7,8 @@ copying batches to the learner device), ``train`` (the algorithm's gradient upda
 for newer weights), plus ``evaluate`` and ``checkpoint``. Stages nest: time counts only for
 the innermost open stage, so in the serial runtime the learner's ``waiting`` excludes the
 ``rollout`` that runs inside it, and the stages of one process never add up to more than its
-wall time.
+wall time. ``jit`` is no stage: the seconds a process spent compiling numba kernels
+(fastrl.core.jit), inside whichever stages called them, shown below the table.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from fastrl.core import jit
+
 STAGES = ("rollout", "update_dataset", "train", "sync_weights", "waiting", "evaluate",
           "checkpoint")
+JIT = "jit"
 
 
 class StageTimer:
@@ -44,8 +48,8 @@ class StageTimer:
             self._since = now
 
     def seconds(self) -> dict[str, float]:
-        """``{stage: seconds}`` for every stage."""
-        return {k: v / 1e9 for k, v in self.ns.items()}
+        """``{stage: seconds}`` for every stage, and this process's :data:`JIT` seconds."""
+        return {**{k: v / 1e9 for k, v in self.ns.items()}, JIT: jit.compile_ns() / 1e9}
 
 
 def timing_metrics(process: str, seconds: Mapping[str, float]) -> dict[str, float]:
@@ -86,8 +90,8 @@ def verdict(table: Mapping[str, Mapping[str, float]]) -> str:
 
 def format_table(table: Mapping[str, Mapping[str, float]]) -> str:
     """``{process: {stage: seconds}}`` as text: a row per stage, a column per process (the
-    workers averaged), each cell with its share of the column's total; then the
-    :func:`verdict`."""
+    workers averaged), each cell with its share of the column's total; a row of the seconds
+    compiling numba kernels within those (:data:`JIT`); then the :func:`verdict`."""
     columns = by_role(table)
     stages = [s for s in STAGES if any(row.get(s, 0.0) for row in columns.values())]
     widths = [max(len(name), 13) for name in columns]
@@ -99,5 +103,7 @@ def format_table(table: Mapping[str, Mapping[str, float]]) -> str:
             sec = total if stage == "total" else row.get(stage, 0.0)
             cells.append(f" {f'{sec:.2f}s {sec / total:4.0%}':>{w}}")
         lines.append(f"{stage:<15}" + "".join(cells))
+    lines.append(f"{'(numba jit)':<15}" + "".join(
+        f" {f'{row.get(JIT, 0.0):.2f}s     ':>{w}}" for row, w in zip(columns.values(), widths)))
     note = verdict(table)
     return "\n".join(lines + ([note] if note else []))

@@ -32,11 +32,12 @@ LINE = 8  # int64 counters per cache line
 # After WRITE_SEQ / READ_SEQ, worker-owned status: heartbeat (monotonic ns), env steps taken,
 # the newest weights version it acts with, and the nanoseconds its slots spent choosing
 # actions, stepping envs, and in all (the per-stage profile of the bench; FILL_NS is the
-# worker's rollout stage), reading weights and waiting (fastrl.core.timing). The supervisor's:
+# worker's rollout stage), reading weights and waiting, and compiling numba kernels
+# (fastrl.core.timing). The supervisor's:
 # INCARNATION (restarts of this ring's worker so far) and TERMINATE (set before it sends the
 # worker SIGTERM, see fastrl.rollout.worker); it writes them only while no worker runs.
 (WRITE_SEQ, READ_SEQ, HEARTBEAT_NS, STEPS, VERSION_SEEN, ACT_NS, ENV_NS, FILL_NS,
- INCARNATION, TERMINATE, SYNC_NS, WAIT_NS) = (k * LINE for k in range(12))
+ INCARNATION, TERMINATE, SYNC_NS, WAIT_NS, JIT_NS) = (k * LINE for k in range(13))
 CONTROL_BYTES = 16 * 64  # one 64-byte line per counter, room for more
 
 

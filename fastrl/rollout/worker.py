@@ -15,6 +15,7 @@ import torch
 
 from fastrl.algos.base import DataMode
 from fastrl.checkpoint import parked_path
+from fastrl.core import jit
 from fastrl.core.files import write_atomically
 from fastrl.core.process import (
     become_child,
@@ -30,6 +31,7 @@ from fastrl.memory.ring import (
     ENV_NS,
     FILL_NS,
     HEARTBEAT_NS,
+    JIT_NS,
     STEPS,
     SYNC_NS,
     TERMINATE,
@@ -47,7 +49,7 @@ from fastrl.rollout.collector import Collector
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 # The ring counters a worker adds to (a restarted one continues from the last one's values).
-WORKER_COUNTERS = (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS, WAIT_NS)
+WORKER_COUNTERS = (STEPS, ACT_NS, ENV_NS, FILL_NS, SYNC_NS, WAIT_NS, JIT_NS)
 
 
 @dataclass
@@ -250,6 +252,7 @@ class RolloutWorker:
         ring.set(ACT_NS, self.base[ACT_NS] + collector.act_ns)
         ring.set(ENV_NS, self.base[ENV_NS] + collector.env_ns)
         ring.set(FILL_NS, self.base[FILL_NS] + collector.fill_ns)
+        ring.set(JIT_NS, self.base[JIT_NS] + jit.compile_ns())
         for counter, stage in ((SYNC_NS, "sync_weights"), (WAIT_NS, "waiting")):
             ring.set(counter, self.base[counter] + self.timer.ns[stage]
                      - self._timer_base[stage])

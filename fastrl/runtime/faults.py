@@ -11,11 +11,12 @@ from pathlib import Path
 from fastrl.checkpoint import describe_latest
 from fastrl.config import MainConfig
 from fastrl.core.process import crash_report_path, read_crash
-from fastrl.core.timing import timing_metrics
+from fastrl.core.timing import JIT, timing_metrics
 from fastrl.memory.ring import (
     FILL_NS,
     HEARTBEAT_NS,
     INCARNATION,
+    JIT_NS,
     SYNC_NS,
     TERMINATE,
     VERSION_SEEN,
@@ -39,7 +40,7 @@ class ChildFailed(RuntimeError):
 def worker_timing(ring: Ring) -> dict[str, float]:
     """Seconds a ring's worker spent per stage (fastrl.core.timing), from its counters."""
     return {"rollout": ring.get(FILL_NS) / 1e9, "sync_weights": ring.get(SYNC_NS) / 1e9,
-            "waiting": ring.get(WAIT_NS) / 1e9}
+            "waiting": ring.get(WAIT_NS) / 1e9, JIT: ring.get(JIT_NS) / 1e9}
 
 
 class Watchdog:

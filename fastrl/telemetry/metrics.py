@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
-from fastrl.core.timing import STAGES, format_table
+from fastrl.core.timing import JIT, STAGES, format_table
 from fastrl.telemetry.csvlog import CsvLog
 
 #: Every key of the metrics dictionary the learner reports every ``log.metrics_every_s``
@@ -59,7 +59,8 @@ METRICS: dict[str, str] = {
     "supervisor/worker_lag_max": "weights versions the most behind worker lags",
     "timing/learner/<stage>_s": "learner (serial: the whole process) seconds in <stage>",
     "timing/workers/<stage>_s": "mean over workers of their seconds in <stage> "
-                                "(multiprocess runtime)",
+                                "(multiprocess runtime); <stage> jit: seconds compiling numba "
+                                "kernels, inside the other stages",
 }
 
 
@@ -69,7 +70,7 @@ def metric_documented(key: str) -> bool:
         return True
     parts = key.split("/")
     return len(parts) == 3 and parts[0] == "timing" and parts[2].endswith("_s") and \
-        parts[2][:-2] in STAGES and f"timing/{parts[1]}/<stage>_s" in METRICS
+        parts[2][:-2] in (*STAGES, JIT) and f"timing/{parts[1]}/<stage>_s" in METRICS
 
 
 class MetricsLogger:
