@@ -75,8 +75,8 @@ def verdict(table: Mapping[str, Mapping[str, float]]) -> str:
     workers = next((row for name, row in roles.items() if name.startswith("workers")), {})
     if not learner or not workers:
         return ""
-    learner_wall = sum(learner.values()) or 1.0
-    worker_wall = sum(workers.values()) or 1.0
+    learner_wall = sum(learner.get(s, 0.0) for s in STAGES) or 1.0
+    worker_wall = sum(workers.get(s, 0.0) for s in STAGES) or 1.0
     busy = sum(learner.get(s, 0.0) for s in ("update_dataset", "train", "sync_weights"))
     if learner.get("waiting", 0.0) / learner_wall > 0.5 and \
             workers.get("rollout", 0.0) / worker_wall > 0.5:

@@ -13,7 +13,7 @@ from helpers import tiny_config as config
 
 from examples import custom_env
 from fastrl import Callback, Trainer, load_config
-from fastrl.core.timing import STAGES
+from fastrl.core.timing import JIT, STAGES
 from fastrl.telemetry.metrics import metric_documented
 
 
@@ -61,16 +61,17 @@ def test_callbacks_metrics_schema_custom_scalars_and_timing(tmp_path, no_shm_res
     # time per stage of every process, in the result, TensorBoard and the end-of-run table
     assert set(result.timing) == {"learner", "worker 0", "worker 1"}
     learner = result.timing["learner"]
-    assert set(learner) == set(STAGES)
+    assert set(learner) == {*STAGES, JIT}  # (jit: seconds compiling, inside the stages)
     assert learner["train"] > 0 and learner["checkpoint"] > 0 and learner["evaluate"] > 0
-    assert sum(learner.values()) < result.wall_s
+    assert sum(learner[s] for s in STAGES) < result.wall_s and learner[JIT] >= 0
     for i in range(2):
         worker = result.timing[f"worker {i}"]
-        assert worker["rollout"] > 0 and sum(worker.values()) < result.wall_s
+        assert worker["rollout"] > 0 and sum(worker[s] for s in STAGES if s in worker) < \
+            result.wall_s and JIT in worker
     assert tb(result.run_dir, "timing/learner/train_s")[-1][1] > 0
     assert tb(result.run_dir, "timing/workers/rollout_s")[-1][1] > 0
     err = capsys.readouterr().err
-    assert "time per stage" in err and "workers (mean of 2)" in err
+    assert "time per stage" in err and "workers (mean of 2)" in err and "(numba jit)" in err
 
 
 class Boom(Callback):
