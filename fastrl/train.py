@@ -5,8 +5,9 @@ the shipped configs, tuned for wall time to a solved policy.
 The run's architecture in short (fastrl.describe's summary) goes to stderr at start-up.
 ``--resume RUN_DIR`` continues a stopped or crashed run from its newest valid checkpoint,
 with the run's config and any overrides given.
-Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad config, env or
-checkpoint, 130 a second Ctrl-C.
+Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad input found before
+any process started (config, env, policy, checkpoint, more shared memory than /dev/shm has
+room for), 130 a second Ctrl-C.
 """
 
 from __future__ import annotations

@@ -203,8 +203,8 @@ class Trainer:
         every child process would run again, it prints one line naming the fix and exits
         with status 2 before anything starts (:func:`refuse_unguarded_main`).
         """
-        if self.config.infra.runtime != "serial":  # (the serial runtime starts no process)
-            refuse_unguarded_main()
+        refuse_unguarded_main()  # (every runtime starts children: the serial one evaluates
+        # checkpoints in one with log.eval_on_checkpoint)
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Trainer was closed; make a new one to train again")

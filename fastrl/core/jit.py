@@ -6,7 +6,8 @@ the package is read-only, under the user's cache directory (``~/.cache/numba``),
 later processes and later runs load it in milliseconds. The first run on a machine (or
 after the kernel's source changed) compiles; the fork server loads the kernels every child
 calls once, before it forks them (fastrl.runtime.preload). This clock listens to numba's
-compile events, so what it counts is compiling alone, not cache loads.
+compile events, so what it counts is compiling alone: loading a kernel from the cache
+(milliseconds) happens before that event and is not counted.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class CompileClock(event.Listener):
             self.ns += time.perf_counter_ns() - self._since
 
 
+#: This process's clock, listening from the first import of this module
 CLOCK = CompileClock()
 event.register("numba:compile", CLOCK)
 

@@ -21,6 +21,7 @@ from fastrl.core import jit
 
 STAGES = ("rollout", "update_dataset", "train", "sync_weights", "waiting", "evaluate",
           "checkpoint")
+#: Not a stage: the seconds spent compiling numba kernels, inside the stages
 JIT = "jit"
 
 
@@ -31,6 +32,7 @@ class StageTimer:
         self.ns = dict.fromkeys(STAGES, 0)
         self._open: list[str] = []
         self._since = 0
+        self._jit_base = jit.compile_ns()  # (compiling before this timer is not its own)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -48,8 +50,10 @@ class StageTimer:
             self._since = now
 
     def seconds(self) -> dict[str, float]:
-        """``{stage: seconds}`` for every stage, and this process's :data:`JIT` seconds."""
-        return {**{k: v / 1e9 for k, v in self.ns.items()}, JIT: jit.compile_ns() / 1e9}
+        """``{stage: seconds}`` for every stage, and the :data:`JIT` seconds this process
+        compiled since the timer was made."""
+        return {**{k: v / 1e9 for k, v in self.ns.items()},
+                JIT: (jit.compile_ns() - self._jit_base) / 1e9}
 
 
 def timing_metrics(process: str, seconds: Mapping[str, float]) -> dict[str, float]:

@@ -16,7 +16,8 @@ from fastrl.telemetry.csvlog import CsvLog
 
 #: Every key of the metrics dictionary the learner reports every ``log.metrics_every_s``
 #: (``RunResult.metrics``, ``Callback.on_update``), with its meaning; losses are means over
-#: the updates since the last report. ``<stage>`` is one of fastrl.core.timing.STAGES.
+#: the updates since the last report. ``<stage>`` is one of fastrl.core.timing.STAGES, or
+#: its JIT (seconds compiling numba kernels, inside the stages).
 #: In TensorBoard a key without a ``/`` is ``train/<key>``, a loss key ``loss/<key>``.
 METRICS: dict[str, str] = {
     # PPO and APPO

@@ -39,3 +39,10 @@ def test_cli_bad_config_is_one_line_no_traceback(args, tmp_path, no_shm_residue,
 
 def test_cli_bad_config_as_a_process_exits_2_with_one_line(tmp_path, no_shm_residue):
     assert_one_line_error(run_train(BAD[0], tmp_path, timeout=120))
+
+
+def test_rings_larger_than_dev_shm_are_bad_input_naming_the_room(tmp_path, no_shm_residue,
+                                                                   capfd):
+    proc = train_main(BAD[-1], tmp_path, capfd)
+    assert_one_line_error(proc)
+    assert "bytes of shared memory" in proc.stderr and "/dev/shm holds" in proc.stderr

@@ -1,4 +1,4 @@
-"""fastrl.core.main_guard: which lines of a main module run again in every child process
+"""fastrl.core.main_guard: which lines of a main script run again in every child process
 (top-level code outside ``if __name__ == "__main__":``)."""
 
 from __future__ import annotations
@@ -25,6 +25,21 @@ if "__main__" == __name__:
 
 if __name__ != "__main__":
     main()
+
+try:
+    if __name__ == "__main__" and len(sys.argv) > 1:
+        with open("log") as f:
+            main()
+except KeyboardInterrupt:
+    main()
+
+if __name__ == "__main__":
+    @decorated
+    def run():
+        pass
+    run()
+elif True:
+    main()
 '''
 
 
@@ -35,6 +50,11 @@ if __name__ != "__main__":
     (12, False),  # its else branch runs in the children
     (15, True),   # the guard written the other way round
     (18, False),  # not a guard
+    (21, False),  # the guard's own test line
+    (23, True),   # nested in try and with, under a guard joined by `and`
+    (25, False),  # an except handler outside the guard
+    (28, True), (29, True), (31, True),  # a decorated def and its call inside the guard
+    (33, False),  # an elif that is no guard
 ])
-def test_only_the_body_of_a_main_guard_is_guarded(line, expected):
+def test_only_code_under_a_main_guard_is_guarded(line, expected):
     assert guarded(SCRIPT, line) is expected

@@ -134,3 +134,18 @@ def test_a_script_without_the_main_guard_stops_with_one_line(tmp_path, no_shm_re
     assert lines[0].startswith(f"fastrl: {script}, line 3, starts training at the top level")
     assert lines[0].endswith('put that code under `if __name__ == "__main__":`')
     assert [p for p in tmp_path.iterdir() if p != script] == [], "a run directory was made"
+
+
+def test_the_guard_check_leaves_package_mains_alone(tmp_path):
+    """multiprocessing never imports a package's ``__main__.py`` again in its children, so
+    ``python -m package`` needs no guard; the same code as a script does."""
+    probe = "from fastrl.core.main_guard import unguarded_call_site\nprint(unguarded_call_site())\n"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "__main__.py").write_text(probe)
+    (tmp_path / "script.py").write_text(probe)
+    runs = [subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path) for args in (["-m", "pkg"], ["script.py"])]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert runs[0].stdout.strip() == "None"
+    assert runs[1].stdout.strip() == repr((str(tmp_path / "script.py"), 2))
