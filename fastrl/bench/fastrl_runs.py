@@ -130,9 +130,8 @@ def window_costs(start: Snapshot, end: Snapshot, roles: dict[str, int | str]
     slots = max(end.stages["slots"] - start.stages["slots"], 1)
     costs = {f"cores_{role}": v for role, v in cores.items()}
     costs["rollout_ms"] = (end.stages["fill_ns"] - start.stages["fill_ns"]) / slots / 1e6
-    write = sum(sign * (end.stages[k] - start.stages[k]) for sign, k in
-                ((1, "fill_ns"), (-1, "act_ns"), (-1, "env_ns")))
-    costs["write_ns"] = write / max(end.steps - start.steps, 1)
+    fill, act, env = (end.stages[k] - start.stages[k] for k in ("fill_ns", "act_ns", "env_ns"))
+    costs["write_ns"] = (fill - act - env) / max(end.steps - start.steps, 1)
     for k in ("get", "copy"):
         if f"relay_{k}" in end.stages:
             relayed = max(end.stages["relay_slots"] - start.stages["relay_slots"], 1)
