@@ -12,9 +12,13 @@ A checkpoint is a folder ``RUN_DIR/checkpoints/<seq>-step<global step>/`` holdin
 - ``manifest.json`` (written last): versions, git SHA, config hash, env id and spaces,
   global step, and the size and SHA-256 of every other file.
 
-Everything is written into a hidden temporary folder first, flushed, and renamed into place:
-a checkpoint folder either is complete or does not exist. A folder whose manifest is missing
-or whose files do not match it is reported and skipped when resuming.
+Everything is written into a hidden temporary folder first (``.tmp-<name>-<pid>``), flushed,
+and renamed into place: a checkpoint folder either is complete or does not exist. A write
+that fails (a full disk: :class:`~fastrl.core.files.DiskFull`) removes its temporary folder;
+one left by a process that died mid-write is removed by the next checkpoint, and when a run
+starts or resumes (:func:`remove_stale_temps`). A folder whose manifest is missing or whose
+files do not match it is reported and skipped when resuming, and renamed
+``corrupt-<name>`` so that retention never counts it among the newest K.
 """
 
 from __future__ import annotations
@@ -33,14 +37,18 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+import psutil
 import torch
 
 import fastrl
+from fastrl.core.files import telling_disk_full
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
 PARKED = ".parked"  # worker states left at the end of a run, for its final checkpoint
 FORMAT = 1
+TEMP_PREFIX = ".tmp-"  # a checkpoint being written: .tmp-<seq>-step<N>-<pid>
+CORRUPT_PREFIX = "corrupt-"  # a checkpoint that failed verification, set aside
 
 
 class CheckpointError(RuntimeError):
@@ -116,26 +124,44 @@ def _folders(run_dir: Path | str) -> list[Path]:
                   key=lambda p: _sequence(p.name), reverse=True)
 
 
+def remove_stale_temps(run_dir: Path | str) -> list[Path]:
+    """Remove the temporary folders of checkpoint writes whose process is gone (killed
+    mid-write, or failed without cleaning up); returns what was removed."""
+    root = checkpoints_dir(run_dir)
+    removed = []
+    for path in root.glob(f"{TEMP_PREFIX}*") if root.is_dir() else ():
+        pid = path.name.rsplit("-", 1)[-1]
+        if path.is_dir() and pid.isdigit() and int(pid) != os.getpid() and \
+                not psutil.pid_exists(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def save_checkpoint(run_dir: Path | str, global_step: int,
                     writers: dict[str, Callable[[Path], None]], info: dict[str, Any],
                     keep: int) -> Path:
     """Write one checkpoint atomically and delete all but the newest ``keep``.
 
     ``writers`` maps a file name to a function that writes that file at the path it is
-    given; ``info`` goes into the manifest beside the versions, step and checksums.
+    given; ``info`` goes into the manifest beside the versions, step and checksums. A write
+    that fails leaves nothing behind; on a full disk it raises
+    :class:`~fastrl.core.files.DiskFull` naming the file.
     """
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(run_dir)
     existing = _folders(run_dir)
     seq = _sequence(existing[0].name) + 1 if existing else 0
     final = root / f"{seq:06d}-step{global_step}"
-    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    tmp = root / f"{TEMP_PREFIX}{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     files = {}
     for name, write in writers.items():
-        write(tmp / name)
-        _fsync(tmp / name)
+        with telling_disk_full(final / name, lambda: shutil.rmtree(tmp, ignore_errors=True)):
+            write(tmp / name)
+            _fsync(tmp / name)
         files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
     manifest = {
         "format": FORMAT, "fastrl_version": fastrl.__version__, "git_sha": git_sha(),
@@ -143,9 +169,10 @@ def save_checkpoint(run_dir: Path | str, global_step: int,
         "numpy_version": np.__version__, "global_step": global_step,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **info, "files": files,
     }
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    _fsync(tmp / MANIFEST)
-    os.rename(tmp, final)
+    with telling_disk_full(final / MANIFEST, lambda: shutil.rmtree(tmp, ignore_errors=True)):
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _fsync(tmp / MANIFEST)
+        os.rename(tmp, final)
     _fsync(root)
     for old in _folders(run_dir)[keep:]:
         shutil.rmtree(old, ignore_errors=True)
@@ -179,22 +206,47 @@ def verify(path: Path) -> Checkpoint:
 
 def latest_valid(run_dir: Path | str) -> tuple[Checkpoint | None, list[str]]:
     """The newest checkpoint that verifies, and one line per newer one that did not."""
+    ckpt, skipped = _newest_valid(run_dir)
+    return ckpt, [why for _, why in skipped]
+
+
+def _newest_valid(run_dir: Path | str) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
+    """The newest checkpoint that verifies, and each newer folder that did not with why."""
     skipped = []
     for path in _folders(run_dir):
         try:
             return verify(path), skipped
         except CheckpointError as e:
-            skipped.append(str(e))
+            skipped.append((path, str(e)))
     return None, skipped
 
 
-def load_for_resume(run_dir: Path | str) -> tuple[Checkpoint, list[str]]:
-    """The checkpoint ``--resume`` continues from; a clear error when there is none."""
-    ckpt, skipped = latest_valid(run_dir)
+def set_aside(path: Path) -> Path:
+    """Rename a checkpoint folder that failed verification to ``corrupt-<name>`` beside it
+    (``-1``, ``-2``, ... when that name is taken); returns its new path."""
+    target, n = path.with_name(CORRUPT_PREFIX + path.name), 1
+    while target.exists():
+        target, n = path.with_name(f"{CORRUPT_PREFIX}{path.name}-{n}"), n + 1
+    os.rename(path, target)
+    return target
+
+
+def load_for_resume(run_dir: Path | str, set_aside_corrupt: bool = False
+                    ) -> tuple[Checkpoint, list[str]]:
+    """The checkpoint ``--resume`` continues from, and a note per newer folder it skipped;
+    a clear error when there is none. With ``set_aside_corrupt`` (the run will write
+    checkpoints again) each skipped folder is renamed ``corrupt-<name>``
+    (:func:`set_aside`): retention would otherwise count it among the newest K and delete
+    an intact one instead."""
+    ckpt, skipped = _newest_valid(run_dir)
     if ckpt is None:
-        why = "".join(f"\n  {s}" for s in skipped) or " (none was written)"
+        why = "".join(f"\n  {s}" for _, s in skipped) or " (none was written)"
         raise CheckpointError(f"no valid checkpoint in {checkpoints_dir(run_dir)}{why}")
-    return ckpt, [f"skipped {s}; falling back to {ckpt.path.name}" for s in skipped]
+    notes = []
+    for path, why in skipped:
+        moved = f" (set aside as {set_aside(path).name})" if set_aside_corrupt else ""
+        notes.append(f"skipped {why}{moved}; falling back to {ckpt.path.name}")
+    return ckpt, notes
 
 
 def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: Any,
@@ -229,16 +281,17 @@ def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: An
                 f"{now} (algo.hidden_sizes must stay as it was)")
 
 
-def find_checkpoint(path: Path | str) -> Checkpoint:
+def find_checkpoint(path: Path | str) -> tuple[Checkpoint, list[str]]:
     """The checkpoint at ``path``: a checkpoint folder (verified), or a run directory (its
-    newest valid checkpoint)."""
+    newest valid checkpoint); and a note per newer folder of the run that was skipped as
+    corrupt (nothing is moved: evaluating a run leaves it as it is)."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     if (path / MANIFEST).is_file():
-        return verify(path)
+        return verify(path), []
     if checkpoints_dir(path).is_dir():
-        return load_for_resume(path)[0]
+        return load_for_resume(path)
     raise CheckpointError(f"{path}: neither a checkpoint folder (no {MANIFEST}) nor a run "
                           f"directory (no {CHECKPOINTS}/)")
 
@@ -250,3 +303,12 @@ def describe_latest(run_dir: Path | str) -> str:
         return "No checkpoint was written yet, so there is nothing to resume."
     return (f"The last checkpoint, {ckpt.path} (global step {ckpt.global_step:,}), is intact; "
             f"resume with: python -m fastrl.train --resume {run_dir}")
+
+
+def last_intact(run_dir: Path | str) -> str:
+    """What a run stopped by a full disk leaves, as the end of its one-line message."""
+    ckpt, _ = latest_valid(run_dir)
+    if ckpt is None:
+        return "no checkpoint was written, so there is nothing to resume"
+    return (f"the last intact checkpoint is {ckpt.path} (global step {ckpt.global_step:,}): "
+            f"free some space, then resume with: python -m fastrl.train --resume {run_dir}")

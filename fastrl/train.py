@@ -5,9 +5,10 @@ the shipped configs, tuned for wall time to a solved policy.
 The run's architecture in short (fastrl.describe's summary) goes to stderr at start-up.
 ``--resume RUN_DIR`` continues a stopped or crashed run from its newest valid checkpoint,
 with the run's config and any overrides given.
-Exit status: 0 finished or stopped on request, 1 the run failed, 2 bad input found before
-any process started (config, env, policy, checkpoint, more shared memory than /dev/shm has
-room for), 130 a second Ctrl-C.
+Exit status: 0 finished or stopped on request, 1 the run failed (a full disk too), 2 bad
+input found before any process started (config, env, policy, checkpoint, a run directory
+that cannot be written, more shared memory than /dev/shm has room for), 130 a second
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if __name__ == "__main__":
     start_fork_server()
 
 from fastrl.config import field_docs, load_config
+from fastrl.core.files import DiskFull, write_atomically
 from fastrl.describe import config_and_overrides, describe, summary
 from fastrl.errors import INPUT_ERRORS
 from fastrl.runtime.faults import ChildFailed
@@ -70,22 +72,23 @@ def main(argv: list[str] | None = None) -> int:
             Trainer(load_config(path, overrides))
         print(summary(describe(trainer.plan, run_dir=resume)), file=sys.stderr)
         result = trainer.fit()
+        outcome = {
+            "run_dir": str(result.run_dir), "global_step": result.global_step,
+            "wall_s": round(result.wall_s, 2), "steps_per_sec": round(result.steps_per_sec, 1),
+            "eval": result.eval, "stopped_by_signal": result.stopped_by_signal,
+            "restarts": result.restarts, "checkpoint": result.checkpoint,
+        }
+        write_atomically(result.run_dir / "result.json",
+                         (json.dumps(outcome, indent=2) + "\n").encode())
     except INPUT_ERRORS as e:
         print(f"fastrl.train: error: {e}", file=sys.stderr)
         return 2
-    except (ChildFailed, RayUnavailable) as e:
+    except (ChildFailed, RayUnavailable, DiskFull) as e:
         print(f"fastrl.train: run failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fastrl.train: interrupted; shared memory released", file=sys.stderr)
         return 130
-    outcome = {
-        "run_dir": str(result.run_dir), "global_step": result.global_step,
-        "wall_s": round(result.wall_s, 2), "steps_per_sec": round(result.steps_per_sec, 1),
-        "eval": result.eval, "stopped_by_signal": result.stopped_by_signal,
-        "restarts": result.restarts, "checkpoint": result.checkpoint,
-    }
-    (result.run_dir / "result.json").write_text(json.dumps(outcome, indent=2) + "\n")
     print(json.dumps(outcome))
     return 0
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import itertools
+import os
 import pickle
 import re
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastrl.callbacks import Callback
-from fastrl.checkpoint import Checkpoint, check_resumable, load_for_resume
+from fastrl.checkpoint import Checkpoint, check_resumable, last_intact, load_for_resume
 from fastrl.config import (
     ConfigError,
     MainConfig,
@@ -23,6 +27,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
+from fastrl.core.files import DiskFull
 from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
 from fastrl.learner.offpolicy import replay_shape
@@ -35,29 +40,61 @@ from fastrl.runtime.supervisor import RunResult, Supervisor
 def make_run_dir(cfg: MainConfig) -> Path:
     """Create a new run directory and save the resolved config and its hash in it.
 
-    An existing run is never written over: a generated name gets a numeric suffix, an
-    explicit ``log.run_name`` that exists is an error.
+    An existing run is never written over: a generated name gets a numeric suffix (the
+    first free one, claimed atomically: two runs started in the same second get two
+    folders), an explicit ``log.run_name`` that exists is an error.
     """
     parent = Path(cfg.log.run_dir)
     if cfg.log.run_name:
-        run_dir = parent / cfg.log.run_name
-        if run_dir.exists():
-            raise ConfigError(f"config key 'log.run_name={cfg.log.run_name}': {run_dir} "
-                              "already exists; choose a new name, or continue it with "
-                              f"--resume {run_dir}")
+        names: Iterator[str] = iter([cfg.log.run_name])
     else:
         base = "{}_{}_s{}_{}".format(re.sub(r"[^A-Za-z0-9_.-]+", "-", cfg.env.id),
                                      cfg.algo.name, cfg.seed, time.strftime("%Y%m%d-%H%M%S"))
-        run_dir, n = parent / base, 1
-        while run_dir.exists():
-            run_dir, n = parent / f"{base}-{n}", n + 1
+        names = itertools.chain([base], (f"{base}-{n}" for n in itertools.count(1)))
+    run_dir = None
     try:
-        run_dir.mkdir(parents=True)
+        parent.mkdir(parents=True, exist_ok=True)
+        run_dir = _claim(parent, names)
+        if run_dir is not None:
+            save_config(run_dir, cfg)
     except OSError as e:
-        raise ConfigError(f"config key 'log.run_dir={cfg.log.run_dir}': cannot create "
-                          f"{run_dir}: {e.strerror}") from None
-    save_config(run_dir, cfg)
+        if run_dir is not None:  # (ours, made just now: no empty run left behind)
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise ConfigError(f"config key 'log.run_dir={cfg.log.run_dir}': cannot write a run "
+                          f"directory in {parent}: {e.strerror or e}") from None
+    if run_dir is None:
+        taken = parent / cfg.log.run_name
+        raise ConfigError(f"config key 'log.run_name={cfg.log.run_name}': {taken} already "
+                          f"exists; choose a new name, or continue it with --resume {taken}")
     return run_dir
+
+
+def _claim(parent: Path, names: Iterator[str]) -> Path | None:
+    """Create the first folder of ``names`` under ``parent`` that does not exist yet (None
+    when every one does). ``mkdir`` is the check, atomic: no other process can claim the
+    same folder."""
+    for name in names:
+        try:
+            (parent / name).mkdir()
+            return parent / name
+        except FileExistsError:
+            continue
+    return None
+
+
+def check_writable(run_dir: Path) -> None:
+    """Refuse, as bad input, a run directory to resume that this process cannot write in
+    (a read-only file system, no permission, a full disk)."""
+    probe = run_dir / f".write-check-{os.getpid()}"
+    try:
+        probe.write_bytes(b"fastrl")
+        probe.unlink()
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
+        raise ConfigError(f"--resume {run_dir}: cannot write in the run directory "
+                          f"({e.strerror or e}); a resumed run writes checkpoints and logs "
+                          "there") from None
 
 
 def save_config(run_dir: Path, cfg: MainConfig) -> None:
@@ -164,16 +201,18 @@ class Trainer:
         """A trainer that continues ``run_dir`` from its newest valid checkpoint: same global
         step, same TensorBoard run, the run's config with ``overrides`` applied.
 
-        A checkpoint whose env or network differs from the config's is refused
-        (:class:`~fastrl.checkpoint.CheckpointError`) before anything is written. What it
-        skipped (corrupt checkpoints) and every config change is printed to stderr and
-        appended to ``RUN_DIR/resume.log``.
+        A checkpoint whose env or network differs from the config's, or a run directory
+        that cannot be written, is refused (:class:`~fastrl.checkpoint.CheckpointError`,
+        :class:`~fastrl.config.ConfigError`) before anything is written. What it skipped
+        (corrupt checkpoints, renamed ``corrupt-<name>``) and every config change is
+        printed to stderr and appended to ``RUN_DIR/resume.log``.
         """
         run_dir = Path(run_dir)
         if not (run_dir / "config.yaml").is_file():
             raise ConfigError(f"--resume {run_dir}: not a fastrl run directory (no config.yaml)")
         config = load_config(run_dir / "config.yaml", list(overrides))
-        ckpt, notes = load_for_resume(run_dir)
+        check_writable(run_dir)
+        ckpt, notes = load_for_resume(run_dir, set_aside_corrupt=True)
         trainer = cls(config, env_fn=env_fn, vector_env_fn=vector_env_fn, policy=policy,
                       callbacks=callbacks)
         config, plan = trainer.config, trainer.plan
@@ -218,6 +257,8 @@ class Trainer:
             self._idle.clear()
         try:
             return self._supervisor.run()
+        except DiskFull as e:  # (every child has stopped: the newest checkpoint is final)
+            raise DiskFull(e.path, e.free, last_intact(run_dir)) from None
         finally:
             with self._lock:
                 self._supervisor = None

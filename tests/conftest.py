@@ -80,11 +80,17 @@ def no_processes(where: str):
 
 
 def pytest_sessionstart(session):
-    """Things fastrl asks a process for, asked once before any test (cached from then on):
-    the commit a checkpoint's manifest records (``git rev-parse``)."""
+    """Things that start a process the first time they are asked, asked once before any
+    test (cached from then on): the commit a checkpoint's manifest records (``git
+    rev-parse``), and matplotlib's font list (its first import on a machine runs ``fc-list``
+    and caches the answer in ~/.cache/matplotlib: a fresh HOME has none)."""
     from fastrl.checkpoint import git_sha
 
     git_sha()
+    try:
+        import matplotlib.font_manager  # noqa: F401 - the import builds the font list
+    except ImportError:  # (the bench extra's; its tests skip without it)
+        pass
 
 
 def guarded(item):

@@ -3,7 +3,10 @@ verification, fallback, retention, compatibility checks."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+from pathlib import Path
 
 import pytest
 from gymnasium import spaces
@@ -11,11 +14,15 @@ from gymnasium import spaces
 from fastrl.checkpoint import (
     CheckpointError,
     check_resumable,
+    find_checkpoint,
+    last_intact,
     latest_valid,
     load_for_resume,
+    remove_stale_temps,
     save_checkpoint,
     verify,
 )
+from fastrl.core.files import DiskFull
 
 OBS, ACT = spaces.Box(-1, 1, (4,)), spaces.Discrete(2)
 INFO = {"env_id": "CartPole-v1", "observation_space": repr(OBS), "action_space": repr(ACT),
@@ -40,13 +47,51 @@ def test_manifest_records_versions_step_and_checksums(tmp_path):
     assert verify(path).global_step == 128
 
 
+def dead_pid() -> int:
+    """A pid no process has: above the kernel's largest."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
 def test_only_the_newest_k_are_kept_and_temporary_folders_are_ignored(tmp_path):
     for step in (10, 20, 30, 40):
         save(tmp_path, step, keep=2)
-    (tmp_path / "checkpoints" / ".tmp-000009-step50-123").mkdir()  # a write cut short
+    # a write in progress in a live process (this test's parent)
+    (tmp_path / "checkpoints" / f".tmp-000009-step50-{os.getppid()}").mkdir()
     names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
-    assert names == [".tmp-000009-step50-123", "000002-step30", "000003-step40"]
+    assert names == [f".tmp-000009-step50-{os.getppid()}", "000002-step30", "000003-step40"]
     assert latest_valid(tmp_path)[0].global_step == 40
+
+
+def test_temporary_folders_of_dead_writers_are_removed_by_the_next_checkpoint(tmp_path):
+    save(tmp_path, 10)
+    root = tmp_path / "checkpoints"
+    dead = root / f".tmp-000001-step20-{dead_pid()}"  # a learner killed mid-write
+    (dead / "learner.pt").parent.mkdir()
+    (dead / "learner.pt").write_bytes(b"half")
+    live = root / f".tmp-000001-step20-{os.getppid()}"  # another writer, still alive
+    live.mkdir()
+    save(tmp_path, 30)
+    assert not dead.exists() and live.is_dir()
+    assert remove_stale_temps(tmp_path) == []  # (what a run's start calls)
+    assert sorted(p.name for p in root.iterdir()) == [
+        f".tmp-000001-step20-{os.getppid()}", "000000-step10", "000001-step30"]
+
+
+def test_a_checkpoint_that_fails_on_a_full_disk_leaves_nothing_and_names_the_file(tmp_path):
+    first = save(tmp_path, 10)
+
+    def no_room(path):
+        path.write_bytes(b"x" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DiskFull) as caught:
+        save_checkpoint(tmp_path, 20, {"learner.pt": lambda p: p.write_bytes(b"ok"),
+                                       "rings.npz": no_room}, INFO, 3)
+    assert caught.value.path == tmp_path / "checkpoints" / "000001-step20" / "rings.npz"
+    assert str(caught.value).startswith(f"no space left on device writing {caught.value.path}")
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == [first.name]
+    assert last_intact(tmp_path).startswith(f"the last intact checkpoint is {first} (global "
+                                            "step 10): free some space, then resume with")
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -62,6 +107,27 @@ def test_damaged_newest_checkpoint_is_detected_and_skipped(tmp_path, damage, mes
     ckpt, notes = load_for_resume(tmp_path)
     assert ckpt.global_step == 100
     assert len(notes) == 1 and message in notes[0] and "falling back to 000000-step100" in notes[0]
+
+
+def test_a_resume_sets_corrupt_checkpoints_aside_so_retention_keeps_intact_ones(tmp_path):
+    for step in (100, 200, 300):
+        save(tmp_path, step)
+    (tmp_path / "checkpoints" / "000002-step300" / "learner.pt").write_bytes(b"y" * 1000)
+    # evaluating the run says what it skipped, and moves nothing
+    ckpt, notes = find_checkpoint(tmp_path)
+    assert ckpt.global_step == 200 and "000002-step300" in notes[0]
+    assert (tmp_path / "checkpoints" / "000002-step300").is_dir()
+    ckpt, notes = load_for_resume(tmp_path, set_aside_corrupt=True)
+    assert ckpt.global_step == 200
+    assert "(set aside as corrupt-000002-step300); falling back to 000001-step200" in notes[0]
+    # the resumed run checkpoints at the step the corrupt one had: the three newest intact
+    # ones are kept, the corrupt one is not counted (nor deleted: it is evidence)
+    save(tmp_path, 300)
+    save(tmp_path, 400)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["000001-step200", "000002-step300", "000003-step400",
+                     "corrupt-000002-step300"]
+    assert all(verify(tmp_path / "checkpoints" / n) for n in names[:3])
 
 
 def test_no_valid_checkpoint_is_a_clear_error(tmp_path):

@@ -6,6 +6,7 @@ import ctypes
 import os
 import random
 import signal
+import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +17,13 @@ import torch
 
 from fastrl.core import jit
 from fastrl.core.errors import ExplainedError
+from fastrl.core.files import DiskFull, write_atomically
 from fastrl.core.forkserver import STOP_SIGNALS, release_fork_server
 
 PR_SET_PDEATHSIG = 1
+#: A child's exit status when a write of its failed on a full disk (ENOSPC's number): the
+#: supervisor tells the run's end by it even where the crash report could not be written.
+EXIT_DISK_FULL = 28
 
 
 def become_child(parent_pid: int) -> None:
@@ -120,11 +125,21 @@ def crash_report_path(run_dir: str | Path, who: str) -> Path:
     return Path(run_dir) / "errors" / f"{who.replace(' ', '-')}.txt"
 
 
-def report_crash(run_dir: str, who: str, exc: BaseException, context: str = "") -> None:
+def report_crash(run_dir: str, who: str, exc: BaseException, context: str = "") -> int:
     """Write what the supervisor will show of ``exc``: a ``context`` line (which env), then
-    the message alone for an :class:`~fastrl.core.errors.ExplainedError` (a bad env), the
-    full traceback for anything else."""
-    write_crash(run_dir, who, crash_text(exc, context))
+    the message alone for an :class:`~fastrl.core.errors.ExplainedError` (a bad env, a full
+    disk), the full traceback for anything else. Returns the exit status that tells the
+    crash: :data:`EXIT_DISK_FULL` for a full disk, else 1. A report the disk has no room
+    for is left out (the status tells it); any other report that cannot be written goes to
+    stderr instead."""
+    text = crash_text(exc, context)
+    try:
+        write_crash(run_dir, who, text)
+    except DiskFull:
+        return EXIT_DISK_FULL
+    except OSError as e:
+        print(f"fastrl {who}: cannot write its crash report ({e}):\n{text}", file=sys.stderr)
+    return EXIT_DISK_FULL if isinstance(exc, DiskFull) else 1
 
 
 def crash_text(exc: BaseException, context: str = "") -> str:
@@ -138,9 +153,7 @@ def crash_text(exc: BaseException, context: str = "") -> str:
 
 def write_crash(run_dir: str | Path, who: str, text: str) -> None:
     """Leave ``text`` as the report of child ``who``'s crash, for the supervisor."""
-    path = crash_report_path(run_dir, who)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    write_atomically(crash_report_path(run_dir, who), text.encode())  # (never half of one)
 
 
 def read_crash(run_dir: str | Path, who: str) -> str | None:

@@ -68,14 +68,16 @@ def evaluate_checkpoints(paths: Sequence[str | Path],
     fields to change; None leaves one as it is).
 
     Every checkpoint is verified and their envs compared before any is evaluated. Returns
-    ``{"env_id", "suite": SeedSuite fields, "device", "checkpoints": [result, ...]}`` with
-    one :func:`evaluate_loaded` result per path, in order. ``env`` and ``policy`` stand in
-    for an env factory or policy the checkpoints' config cannot name (see
-    :func:`~fastrl.eval.policy.load_policy`).
+    ``{"env_id", "suite": SeedSuite fields, "device", "skipped", "checkpoints": [result,
+    ...]}`` with one :func:`evaluate_loaded` result per path, in order; ``skipped`` has a
+    line per corrupt checkpoint of a run directory newer than the one evaluated. ``env``
+    and ``policy`` stand in for an env factory or policy the checkpoints' config cannot
+    name (see :func:`~fastrl.eval.policy.load_policy`).
     """
     if not paths:
         raise EvalError("no checkpoint to evaluate: give a checkpoint folder or run directory")
-    checkpoints = [find_checkpoint(p) for p in paths]
+    found = [find_checkpoint(p) for p in paths]
+    checkpoints = [ckpt for ckpt, _ in found]
     check_comparable(checkpoints)
     device = eval_device(device)
     loaded = [load_policy(c, env, policy) for c in checkpoints]  # (verified above)
@@ -83,6 +85,7 @@ def evaluate_checkpoints(paths: Sequence[str | Path],
     suite = replace(SeedSuite.of(loaded[0].config.log), **changes)
     env = loaded[0].plan.env
     return {"env_id": env.env_id, "suite": asdict(suite), "device": device,
+            "skipped": [note for _, notes in found for note in notes],
             "checkpoints": [evaluate_loaded(one, env, suite, device) for one in loaded]}
 
 

@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fastrl.eval: interrupted", file=sys.stderr)
         return 130
+    for note in report["skipped"]:  # (a corrupt newest checkpoint: an older one was used)
+        print(f"fastrl.eval: {note}", file=sys.stderr)
     if len(report["checkpoints"]) == 1:
         report = checkpoint_report(report)
     text = json.dumps(report, indent=2)

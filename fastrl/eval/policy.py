@@ -34,7 +34,7 @@ def load_policy(path: Checkpoint | Path | str, env: Any = None,
     :class:`~fastrl.envs.source.EnvSource`) is given; likewise ``policy`` for a user
     policy that ``algo.policy`` does not name. Its spaces must be those it trained on.
     """
-    ckpt = path if isinstance(path, Checkpoint) else find_checkpoint(path)
+    ckpt = path if isinstance(path, Checkpoint) else find_checkpoint(path)[0]
     cfg = load_config(ckpt.path / "config.yaml", saved=True)
     plan = plan_run(cfg, env, policy)
     check_resumable(ckpt, cfg.env.id, plan.obs_space, plan.act_space,

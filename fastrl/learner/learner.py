@@ -17,6 +17,7 @@ import torch
 from fastrl.algos.base import DataMode
 from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.config import config_hash, to_yaml
+from fastrl.core.files import DiskFull, telling_disk_full
 from fastrl.core.process import (
     become_child,
     keep_freed_memory,
@@ -64,7 +65,8 @@ class LearnerSpec:
 
 
 def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
-    """Process entry point: exit 0 when training ends or the run is stopped, 1 on error."""
+    """Process entry point: exit 0 when training ends or the run is stopped, 1 on error
+    (EXIT_DISK_FULL on a full disk)."""
     become_child(spec.parent_pid)
     keep_freed_memory()
     plan = spec.plan
@@ -74,8 +76,12 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         with learner_torch(plan.cfg.infra.learner_threads):
             Learner(spec, metrics, rings, SharedWeights(shms[-1].buf, plan.num_params)).run()
     except BaseException as e:
-        report_crash(spec.run_dir, "learner", e)
-        os._exit(1)
+        code = report_crash(spec.run_dir, "learner", e)
+        if isinstance(e, DiskFull):  # (its report may have found no room: the queue needs none)
+            metrics.put(("disk_full", 0, {"error": str(e)}))
+            metrics.close()
+            metrics.join_thread()
+        os._exit(code)
 
 
 def ring_shape(cfg, slot_bytes: int) -> dict:
@@ -120,6 +126,15 @@ def drop_stale(rings: list[Ring], version: int, max_lag: int) -> int:
 def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with path.open("wb") as f:
         np.savez(f, **arrays)
+
+
+def _torch_save(obj: object, path: Path) -> None:
+    # A file of our own, closed however the write ends: given a path, torch.save's writer
+    # holds the file open until it is collected, and the failed write's traceback (kept
+    # to be raised in the learner's thread) keeps it; a full disk then stays full after
+    # the half-written checkpoint is removed.
+    with path.open("wb") as f:
+        torch.save(obj, f)
 
 
 class Learner:
@@ -237,7 +252,7 @@ class Learner:
         for i, (read_seq, write_seq, data) in enumerate(pending):
             rings[f"seqs{i}"] = np.array([read_seq, write_seq], np.int64)
             rings[f"slots{i}"] = data
-        writers = {"learner.pt": lambda p: torch.save(state, p),
+        writers = {"learner.pt": lambda p: _torch_save(state, p),
                    "rings.npz": lambda p: _savez(p, rings),
                    "config.yaml": lambda p: p.write_text(to_yaml(self.cfg))}
         for i, src in parked.items():
@@ -280,6 +295,7 @@ class Learner:
     def _publish(self) -> None:
         with self.timer.stage("sync_weights"):
             self.weights.write(flat_params(self.policy), self.version)
+            self.weights.record_step(self.global_step)
 
     def _should_stop(self) -> bool:
         self.weights.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives
@@ -487,6 +503,7 @@ class Learner:
                     while ring.has_ready_slot():
                         ring.release()
                         self.global_step += steps_per_slot
+                self.weights.record_step(self.global_step)
                 if time.monotonic() >= next_report:
                     next_report = time.monotonic() + self.cfg.log.metrics_every_s
                     self.metrics.put(("update", self.global_step, self._timing()))
@@ -532,8 +549,10 @@ class Learner:
             self.weights.mark_done()
         with self.timer.stage("checkpoint"):
             self._checkpoint(final=True)
-            torch.save({"model": self.policy.state_dict(), "global_step": self.global_step},
-                       Path(self.spec.run_dir) / "model.pt")
+            model = Path(self.spec.run_dir) / "model.pt"
+            with telling_disk_full(model, lambda: model.unlink(missing_ok=True)):
+                _torch_save({"model": self.policy.state_dict(),
+                             "global_step": self.global_step}, model)
         self._done(self.last_eval)
 
     def _done(self, last_eval: dict[str, float] | None) -> None:

@@ -8,7 +8,9 @@ the run was over, so the rings and the workers' parked states are final), ``SOLV
 supervisor: an evaluation of the weights at env step ``SOLVED - 1`` reached the target
 return), ``EVAL_BEAT`` (the heartbeat of the periodic evaluation running, monotonic ns; 0
 before its first step), ``EVAL_STEP`` (the supervisor: env step + 1 of the weights that
-evaluation judges; 0 before the first). Then the flat float32 parameter vector.
+evaluation judges; 0 before the first), ``LEARNER_STEP`` (the env steps the learner has
+trained on, as of its last published weights: what the supervisor's event lines count). Then
+the flat float32 parameter vector.
 
 The learner is the only writer. A reader copies the vector between two reads of ``SEQ``
 and keeps the copy only when both reads are the same even number: a copy that overlapped a
@@ -25,8 +27,8 @@ from fastrl.memory.atomics import fence, load_acquire, store_release
 from fastrl.memory.wait import wait_until
 
 SEQ, VERSION, STOP, DONE, LEARNER_BEAT, PARKED = 0, 8, 16, 24, 32, 40
-SOLVED, EVAL_BEAT, EVAL_STEP = 48, 56, 64
-HEADER_BYTES = 9 * 64
+SOLVED, EVAL_BEAT, EVAL_STEP, LEARNER_STEP = 48, 56, 64, 72
+HEADER_BYTES = 10 * 64
 
 
 class SharedWeights:
@@ -143,3 +145,11 @@ class SharedWeights:
     def last_beat(self) -> int:
         """The learner's last heartbeat (0 before the first)."""
         return int(load_acquire(self.hdr, LEARNER_BEAT))
+
+    def record_step(self, step: int) -> None:
+        """Record the env steps trained on so far (learner)."""
+        store_release(self.hdr, LEARNER_STEP, step)
+
+    def learner_step(self) -> int:
+        """The env steps the learner last recorded (0 before it did)."""
+        return int(load_acquire(self.hdr, LEARNER_STEP))

@@ -7,6 +7,7 @@ import pickle
 import signal
 import sys
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ import torch
 from fastrl.algos.base import DataMode
 from fastrl.checkpoint import parked_path
 from fastrl.core import jit
-from fastrl.core.files import write_atomically
+from fastrl.core.files import DiskFull, write_atomically
 from fastrl.core.process import (
     become_child,
     report_crash,
@@ -86,10 +87,10 @@ def run_worker(spec: WorkerSpec) -> None:
     except (Stopped, Terminated):
         pass
     except BaseException as e:
-        report_crash(spec.run_dir, f"worker {spec.worker_id}", e,
-                     f"worker {spec.worker_id} (incarnation {spec.incarnation}) stepping env "
-                     f"{spec.plan.cfg.env.id!r}:")
-        os._exit(EXIT_BROKEN_ENV if isinstance(e, EnvError) else 1)
+        code = report_crash(spec.run_dir, f"worker {spec.worker_id}", e,
+                            f"worker {spec.worker_id} (incarnation {spec.incarnation}) "
+                            f"stepping env {spec.plan.cfg.env.id!r}:")
+        os._exit(EXIT_BROKEN_ENV if isinstance(e, EnvError) else code)
 
 
 def _terminate_on_request(ring: Ring) -> None:
@@ -276,8 +277,11 @@ class RolloutWorker:
         checkpoint, so that a resumed run continues these very episodes."""
         blob = self.parked_state()
         if blob is not None:
-            write_atomically(parked_path(self.spec.run_dir, self.spec.worker_id,
-                                         self.ring.write_seq), blob)
+            # On a full disk the run ends anyway, and says so once (the learner's final
+            # checkpoint, larger, fails too): a resumed run starts these envs afresh.
+            with suppress(DiskFull):
+                write_atomically(parked_path(self.spec.run_dir, self.spec.worker_id,
+                                             self.ring.write_seq), blob)
 
     def close(self) -> None:
         """Store the last wait's time and close the envs."""

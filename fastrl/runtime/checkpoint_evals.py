@@ -38,8 +38,7 @@ def run_checkpoint_eval(parent_pid: int, checkpoint: str, out: str, env: EnvSour
     try:
         evaluate_checkpoint_to(checkpoint, out, env, policy)
     except BaseException as e:
-        report_crash(str(Path(out).parent.parent), CHECKPOINT_EVAL, e)
-        os._exit(1)
+        os._exit(report_crash(str(Path(out).parent.parent), CHECKPOINT_EVAL, e))
 
 
 class CheckpointEvals:
@@ -71,7 +70,7 @@ class CheckpointEvals:
             checkpoint = written[self.started]
             self.started += 1
             if not Path(checkpoint).is_dir():  # rotated out (log.keep_checkpoints) meanwhile
-                self.events.logger.event(self.events.step, f"{checkpoint} was deleted "
+                self.events.logger.event(self.events.now(), f"{checkpoint} was deleted "
                                          "before it could be evaluated (log.keep_checkpoints)")
                 continue
             self.evaluating = checkpoint
@@ -83,7 +82,7 @@ class CheckpointEvals:
 
     def _log(self, checkpoint: str, proc: Any) -> None:
         out = checkpoint_eval_path(self.run_dir, checkpoint)
-        step = self.events.step
+        step = self.events.now()
         if proc.exitcode != 0 or not out.is_file():
             report = read_crash(self.run_dir, CHECKPOINT_EVAL) or ""
             self.events.logger.event(step, f"the evaluation of {checkpoint} failed "

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fastrl.core.files import DiskFull, free_bytes
 from fastrl.core.forkserver import child_context, start_fork_server
-from fastrl.core.process import read_crash
+from fastrl.core.process import EXIT_DISK_FULL, read_crash
 from fastrl.memory.segments import SHM_DIR, free_shm_bytes
 
 POLL_S = 0.05
@@ -74,11 +75,22 @@ class Children:
                         f"{free_shm_bytes():,} bytes free now)")
         elif code == 0:
             how = "exited before the run was stopped"
+        elif code == EXIT_DISK_FULL:
+            return f"{name} (pid {proc.pid}) stopped: {self.disk_full(name)}"
         else:
             how = f"exited with code {code}"
         report = read_crash(self.run_dir, name)
         msg = f"{name} (pid {proc.pid}) {how}"
         return f"{msg}:\n{report.rstrip()}" if report and name == "learner" else msg
+
+    def disk_full(self, name: str) -> str:
+        """What child ``name``, ended by a full disk (EXIT_DISK_FULL), failed to write: its
+        crash report's one line, or as much as is known when the disk had no room for it."""
+        report = (read_crash(self.run_dir, name) or "").strip()
+        if report:
+            return report.splitlines()[-1].removeprefix(f"{DiskFull.__name__}: ")
+        return (f"no space left on device (its crash report could not be written either); "
+                f"{free_bytes(self.run_dir):,} bytes free")
 
     def stop_all(self, grace_s: float, forced: Callable[[], bool]) -> None:
         """Let every child exit on the stop flag within ``grace_s`` (unless ``forced()``),

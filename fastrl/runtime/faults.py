@@ -8,9 +8,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from fastrl.checkpoint import describe_latest
+from fastrl.checkpoint import describe_latest, last_intact
 from fastrl.config import MainConfig
-from fastrl.core.process import crash_report_path, read_crash
+from fastrl.core.process import EXIT_DISK_FULL, crash_report_path, read_crash
 from fastrl.core.timing import JIT, timing_metrics
 from fastrl.memory.ring import (
     FILL_NS,
@@ -60,11 +60,11 @@ class Watchdog:
         self.failure: str | None = None  # why the run must stop, once a worker gave up
 
     # --- the learner -------------------------------------------------------------------------
-    def check_learner(self, drain: Callable[[float], None], reported: Callable[[], bool]
-                      ) -> None:
+    def check_learner(self, drain: Callable[[float], None], reported: Callable[[], bool],
+                      disk_full: Callable[[], str | None] = lambda: None) -> None:
         """Return while the learner runs, or once it ``reported()`` its result and exited
         cleanly (``drain(timeout)`` takes its last messages); raise when it crashed or
-        hangs."""
+        hangs. ``disk_full()`` is what the learner said it could not write, if it said."""
         proc = self.children["learner"]
         code = proc.exitcode
         if code is None:
@@ -80,6 +80,10 @@ class Watchdog:
                 if reported():
                     return
             fault = "the learner exited without reporting its result"
+        elif code == EXIT_DISK_FULL:  # one line: what could not be written, what is intact
+            drain(POLL_S)  # (its last message says what, where the disk had no room for it)
+            raise ChildFailed(f"{disk_full() or self.children.disk_full('learner')}; "
+                              f"{last_intact(self.run_dir)}")
         else:
             fault = self.children.describe_exit("learner")
         raise ChildFailed(f"{fault}\nThe run stopped. {describe_latest(self.run_dir)}")

@@ -70,10 +70,11 @@ class LocalRuntime(Runtime):
 
     def check_children(self, run: RunState) -> None:
         """Restart the workers that failed; raise when the learner did."""
-        run.watchdog.check_workers(run.events.logger, run.events.step,
+        run.watchdog.check_workers(run.events.logger, run.events.now(),
                                    lambda i: self.start_worker(run, i))
         run.watchdog.check_learner(lambda timeout: self.drain(run, timeout),
-                                   lambda: run.events.final is not None)
+                                   lambda: run.events.final is not None,
+                                   lambda: run.events.disk_full)
 
     def drain(self, run: RunState, timeout: float) -> None:
         """Hand every queued message to the run's events (logger and callbacks), and the

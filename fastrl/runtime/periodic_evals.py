@@ -61,8 +61,7 @@ def run_periodic_eval(parent_pid: int, plan: RunPlan, params: np.ndarray, run_di
     except Stopped:
         pass
     except BaseException as e:
-        report_crash(run_dir, PERIODIC_EVAL, e)
-        os._exit(1)
+        os._exit(report_crash(run_dir, PERIODIC_EVAL, e))
 
 
 class PeriodicEvals:
@@ -136,7 +135,7 @@ class PeriodicEvals:
             receive.close()
         if result is None:
             self.events.logger.event(
-                self.events.step, f"the evaluation at step {step:,} failed "
+                self.events.now(), f"the evaluation at step {step:,} failed "
                 f"({self.children.describe_exit(PERIODIC_EVAL)})",
                 detail=read_crash(self.run_dir, PERIODIC_EVAL) or "")
             return

@@ -33,6 +33,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from fastrl.checkpoint import describe_latest, parked_path
-from fastrl.core.files import write_atomically
+from fastrl.core.files import DiskFull, write_atomically
 from fastrl.core.forkserver import STOP_SIGNALS
 from fastrl.core.process import write_crash
 from fastrl.memory.ring import HEARTBEAT_NS, INCARNATION, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
@@ -377,6 +378,8 @@ class RayWorkers:
                 try:
                     write_atomically(parked_path(self.run_dir, handle.worker_id,
                                                  ring.write_seq), result)
+                except DiskFull:
+                    pass  # (as a local worker's park: the run ends on it, told once)
                 except OSError as e:
                     self._fail(handle, 1, f"worker {handle.worker_id}'s parked state could "
                                f"not be written: {e}")
@@ -387,7 +390,8 @@ class RayWorkers:
     def _fail(self, handle: ActorHandle, exitcode: int, report: str) -> None:
         """Record a failed actor for the supervisor: its report, then its exit code."""
         if handle.is_alive():
-            write_crash(self.run_dir, f"worker {handle.worker_id}", report)
+            with suppress(OSError):  # (a full disk: the exit code tells it)
+                write_crash(self.run_dir, f"worker {handle.worker_id}", report)
         handle.end(exitcode)
 
 
@@ -417,7 +421,7 @@ class RayRuntime(LocalRuntime):
             raise ChildFailed(f"the Ray relay thread failed: {self.workers.failure!r}\n"
                               f"{describe_latest(run.run_dir)}")
         for actor in self.workers.take_started():
-            run.events.logger.event(run.events.step, f"worker {actor.worker_id} started on "
+            run.events.logger.event(run.events.now(), f"worker {actor.worker_id} started on "
                                     f"{actor.node} (Ray actor pid {actor.pid})")
         super().check_children(run)
 

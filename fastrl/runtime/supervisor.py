@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fastrl.callbacks import Callback
-from fastrl.checkpoint import PARKED, Checkpoint, checkpoints_dir
+from fastrl.checkpoint import PARKED, Checkpoint, checkpoints_dir, remove_stale_temps
 from fastrl.config import MainConfig
 from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, WRITE_SEQ
 from fastrl.plan import RunPlan, plan_run
@@ -110,13 +110,15 @@ class Supervisor:
         memory = self._memory = RunMemory(plan, shared=not runtime.in_process)
         parked_dir = checkpoints_dir(self.run_dir) / PARKED
         shutil.rmtree(parked_dir, ignore_errors=True)  # states a crashed run left behind
+        remove_stale_temps(self.run_dir)  # (and checkpoint writes it left half done)
         start_step = self.resume.global_step if self.resume else 0
         logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps,
                                start_step)
         watchdog = Watchdog(self.cfg, self.run_dir, memory, children, stopping=lambda: (
             memory.weights.run_over() or stop.signal is not None or stop.asked))
         events = self._events = RunEvents(
-            logger, self.callbacks, lambda: watchdog.health(not runtime.in_process), start_step)
+            logger, self.callbacks, lambda: watchdog.health(not runtime.in_process), start_step,
+            lambda: memory.weights.learner_step() if memory.weights is not None else 0)
         evals = CheckpointEvals(plan, self.run_dir, children, events, stop.requested,
                                 lambda: stop.forced)
         periodic = PeriodicEvals(plan, str(self.run_dir), children, events, memory, watchdog)
@@ -147,8 +149,8 @@ class Supervisor:
                 children.clear()
                 runtime.close(logger, events.step)
                 memory.release()
-                logger.close()
                 shutil.rmtree(parked_dir, ignore_errors=True)
+                logger.close()  # (last: on a full disk it raises DiskFull)
         if stop.forced:
             raise KeyboardInterrupt
         if events.error is not None:

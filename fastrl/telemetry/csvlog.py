@@ -7,6 +7,8 @@ import csv
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from fastrl.core.files import telling_disk_full
+
 #: file name -> its columns; the first is always the env step count of the row
 COLUMNS: dict[str, tuple[str, ...]] = {
     "episodes.csv": ("step", "return", "length", "time"),
@@ -24,7 +26,7 @@ class CsvLog:
 
     def __init__(self, run_dir: Path, name: str, start_step: int = 0) -> None:
         self.columns = COLUMNS[name]
-        path = Path(run_dir) / name
+        self.path = path = Path(run_dir) / name
         kept: list[list[str]] = []
         if start_step and path.exists():
             with path.open(newline="") as f:
@@ -32,15 +34,17 @@ class CsvLog:
                         if row and float(row[0]) <= start_step]
         self._file = path.open("w", newline="")
         self._csv = csv.writer(self._file)
-        self._csv.writerow(self.columns)
-        self._csv.writerows(kept)
-        self._file.flush()
+        self.write([self.columns, *kept])
 
     def write(self, rows: Iterable[Sequence[object]]) -> None:
-        """Append ``rows`` (values in :attr:`columns` order) and flush them."""
-        self._csv.writerows(rows)
-        self._file.flush()
+        """Append ``rows`` (values in :attr:`columns` order) and flush them; a full disk
+        raises :class:`~fastrl.core.files.DiskFull`."""
+        with telling_disk_full(self.path):
+            self._csv.writerows(rows)
+            self._file.flush()
 
     def close(self) -> None:
-        """Close the file."""
-        self._file.close()
+        """Close the file (closed even when its last flush fails on a full disk, which
+        raises :class:`~fastrl.core.files.DiskFull`)."""
+        with telling_disk_full(self.path):
+            self._file.close()

@@ -22,9 +22,10 @@ def custom_scalars(callback: Callback, hook: str, extra: object) -> dict[str, fl
 
 class RunEvents:
     """Routes ``(kind, step, payload)`` messages (``update``, ``episodes``, ``eval``,
-    ``checkpoint``, ``done``) to the :class:`MetricsLogger` and the
+    ``checkpoint``, ``disk_full``, ``done``) to the :class:`MetricsLogger` and the
     :class:`~fastrl.callbacks.Callback` s, and keeps what the run's result reports.
-    ``health`` adds the supervisor's scalars to every update. The first exception a
+    ``health`` adds the supervisor's scalars to every update; ``learner_step`` reads the
+    learner's step count between its messages (:meth:`now`). The first exception a
     callback raises is kept in :attr:`error` (the caller stops the run and re-raises it).
 
     Its :meth:`put` takes the same messages as the learner's queue, so the serial runtime
@@ -32,14 +33,22 @@ class RunEvents:
     """
 
     def __init__(self, logger: MetricsLogger, callbacks: Sequence[Callback] = (),
-                 health: Callable[[], dict[str, float]] = dict, step: int = 0) -> None:
+                 health: Callable[[], dict[str, float]] = dict, step: int = 0,
+                 learner_step: Callable[[], int] = lambda: 0) -> None:
         self.logger, self.callbacks, self.health = logger, list(callbacks), health
-        self.step = step
+        self.step = step  # of the last message
+        self.learner_step = learner_step
         self.last_metrics: dict[str, float] = {}
         self.last_checkpoint: str | None = None
         self.checkpoints: list[str] = []  # every checkpoint written, in order
         self.final: dict[str, Any] | None = None
+        self.disk_full: str | None = None
         self.error: BaseException | None = None
+
+    def now(self) -> int:
+        """The newest env step known, for the supervisor's own event lines: the learner's
+        (it reports only every ``log.metrics_every_s``) or the last message's."""
+        return max(self.step, self.learner_step())
 
     def put(self, message: tuple[str, int, dict[str, Any]]) -> None:
         """Handle one message."""
@@ -57,6 +66,8 @@ class RunEvents:
             self.logger.episodes(payload)
         elif kind == "eval":
             self.evaluation(step, payload, "learner")
+        elif kind == "disk_full":  # the learner's last word: what it could not write
+            self.disk_full = payload["error"]
         elif kind == "checkpoint":
             self.last_checkpoint = payload["path"]
             self.checkpoints.append(payload["path"])

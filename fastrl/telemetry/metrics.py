@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fastrl.config import LogConfig
+from fastrl.core.files import DiskFull, free_bytes, out_of_space, telling_disk_full
 from fastrl.core.timing import JIT, STAGES, format_table
 from fastrl.telemetry.csvlog import CsvLog
 
@@ -92,11 +96,16 @@ class MetricsLogger:
     def __init__(self, run_dir: Path, cfg: LogConfig, total_steps: int,
                  start_step: int = 0) -> None:
         self._writer = None
+        self._tb_dir = run_dir / "tb"
+        self._excepthook = None  # threading's, while ours hides the writer thread's errors
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(run_dir / "tb"),
-                                         purge_step=start_step + 1 if start_step else None)
+            started = set(threading.enumerate())
+            with telling_disk_full(self._tb_dir):
+                self._writer = SummaryWriter(str(self._tb_dir), purge_step=start_step + 1
+                                             if start_step else None)
+            self._quiet_threads(set(threading.enumerate()) - started)
         self._progress = None
         if cfg.console:
             self._progress = Progress(
@@ -130,14 +139,15 @@ class MetricsLogger:
         if "episode/return_mean" in stats:
             self.last_return = stats["episode/return_mean"]
         if self._writer:
-            for key, value in stats.items():
-                tag = f"loss/{key}" if key in self.LOSS_KEYS else (
-                    key if "/" in key else f"train/{key}")
-                if isinstance(value, list):
-                    self._histogram(tag, value, step)
-                else:
-                    self._writer.add_scalar(tag, value, step)
-            self._writer.add_scalar("train/steps_per_sec", self.steps_per_sec, step)
+            with self._tensorboard():
+                for key, value in stats.items():
+                    tag = f"loss/{key}" if key in self.LOSS_KEYS else (
+                        key if "/" in key else f"train/{key}")
+                    if isinstance(value, list):
+                        self._histogram(tag, value, step)
+                    else:
+                        self._writer.add_scalar(tag, value, step)
+                self._writer.add_scalar("train/steps_per_sec", self.steps_per_sec, step)
         if self._progress:
             ret = "-" if self.last_return is None else f"{self.last_return:.1f}"
             restarts = stats.get("supervisor/restarts", 0)
@@ -153,8 +163,9 @@ class MetricsLogger:
         columns = [episodes[name] for name in self._episodes.columns]
         self._episodes.write(zip(*columns))
         if self._writer:
-            for step, ret in zip(episodes["step"], episodes["return"]):
-                self._writer.add_scalar("episode/return", ret, step)
+            with self._tensorboard():
+                for step, ret in zip(episodes["step"], episodes["return"]):
+                    self._writer.add_scalar("episode/return", ret, step)
 
     def _histogram(self, tag: str, counts: list[int], step: int) -> None:
         """``counts[k]`` occurrences of the integer ``k`` as a TensorBoard histogram."""
@@ -174,19 +185,21 @@ class MetricsLogger:
         self._evals.write([[step, time.time(), prefix,
                             *(result.get(k) for k in self._evals.columns[3:])]])
         if self._writer:
-            for key, value in result.items():
-                self._writer.add_scalar(f"{prefix}/{key}", value, step)
+            with self._tensorboard():
+                for key, value in result.items():
+                    self._writer.add_scalar(f"{prefix}/{key}", value, step)
         if self._progress:
             self._progress.console.print(
                 f"{prefix} @ {step:,} steps: return {result['return_mean']:.1f} "
-                f"± {result['return_std']:.1f} (min {result['return_min']:.0f})"
-            )
+                f"± {result['return_std']:.1f} (min {result['return_min']:.0f})",
+                soft_wrap=True)
 
     def custom(self, step: int, scalars: dict[str, float]) -> None:
         """A callback's own scalars, as ``custom/<name>``."""
         if self._writer:
-            for key, value in scalars.items():
-                self._writer.add_scalar(f"custom/{key}", float(value), step)
+            with self._tensorboard():
+                for key, value in scalars.items():
+                    self._writer.add_scalar(f"custom/{key}", float(value), step)
 
     def timing(self, table: dict[str, dict[str, float]]) -> None:
         """Print the end-of-run table of time per stage and process (fastrl.core.timing) to
@@ -204,27 +217,68 @@ class MetricsLogger:
         always (stderr), the line and its ``detail`` (a traceback) in TensorBoard's text."""
         if self._progress:
             self._progress.console.print(f"supervisor @ {step:,} steps: {text}",
-                                         markup=False, highlight=False)
+                                         markup=False, highlight=False, soft_wrap=True)
         else:
             print(f"fastrl supervisor @ {step:,} steps: {text}", file=sys.stderr, flush=True)
         if self._writer:
             body = text + ("\n\n    " + detail.rstrip().replace("\n", "\n    ")
                            if detail else "")
-            self._writer.add_text("supervisor/events", body, step)
+            with self._tensorboard():
+                self._writer.add_text("supervisor/events", body, step)
 
     def checkpoint(self, step: int, path: str) -> None:
         """Note a written checkpoint on the console."""
         if self._progress:
+            # soft_wrap: rich would break a long path onto a line of its own
             self._progress.console.print(f"checkpoint @ {step:,} steps: {path}",
-                                         markup=False, highlight=False)
+                                         markup=False, highlight=False, soft_wrap=True)
 
     def close(self) -> None:
-        """Flush TensorBoard and end the progress line."""
+        """Flush TensorBoard and the CSV logs and end the progress line; a full disk raises
+        :class:`~fastrl.core.files.DiskFull` once, after everything is closed."""
         if self._progress:
             self._progress.stop()
             self._progress = None
-        if self._writer:
-            self._writer.close()
+        try:
+            if self._writer:
+                with self._tensorboard():
+                    self._writer.close()
+        finally:
             self._writer = None
-        self._episodes.close()
-        self._evals.close()
+            if self._excepthook is not None:
+                threading.excepthook, self._excepthook = self._excepthook, None
+            try:
+                self._episodes.close()
+            finally:
+                self._evals.close()
+
+    # --- TensorBoard on a full disk -----------------------------------------------------------
+    def _quiet_threads(self, threads: set[threading.Thread]) -> None:
+        """Keep the traceback of TensorBoard's writer thread (``threads``) off the console:
+        the writer raises the thread's error again at its next call, where
+        :meth:`_tensorboard` tells it in one line."""
+        self._excepthook = threading.excepthook
+
+        def hook(args: threading.ExceptHookArgs) -> None:
+            if args.thread not in threads:
+                self._excepthook(args)
+
+        threading.excepthook = hook
+
+    @contextmanager
+    def _tensorboard(self) -> Iterator[None]:
+        """Calls to the TensorBoard writer: one that fails on a full disk raises
+        :class:`~fastrl.core.files.DiskFull` naming the event file, and TensorBoard is
+        written no more (its thread is gone, every later call would fail alike)."""
+        try:
+            yield
+        except (OSError, RuntimeError) as e:
+            if not out_of_space(e, self._tb_dir):
+                raise
+            writer, self._writer = self._writer, None
+            with suppress(OSError, RuntimeError):  # (its last flush fails the same way)
+                writer.close()
+            files = sorted(self._tb_dir.glob("events.out.tfevents.*"),
+                           key=lambda p: p.stat().st_mtime)
+            raise DiskFull(files[-1] if files else self._tb_dir,
+                           free_bytes(self._tb_dir)) from None

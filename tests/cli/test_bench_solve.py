@@ -42,31 +42,39 @@ def test_a_run_is_stopped_as_soon_as_it_has_solved(tmp_path):
     assert 0 < run.solved_s < run.wall_s < 20  # stopped by SIGINT, not after its sleep
 
 
-@pytest.mark.timeout(60)
-def test_a_run_that_does_not_solve_stops_at_its_cap(tmp_path):
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("max_steps, max_seconds", [(150, 100), (10**9, 2)])
+def test_a_run_that_does_not_solve_stops_at_its_cap(tmp_path, max_steps, max_seconds):
+    # 30 episodes of 10 steps, then a sleep of 60 s that only the bench's stop cuts short
     out = tmp_path / "e.csv"
     run = SolveRun("t", "scripted", 1)
     t0 = run_process([sys.executable, "-c", SCRIPTED, str(out), ",".join(["1"] * 30)], run,
-                     out, 475, max_steps=10**9, max_seconds=2, log=tmp_path / "log")
+                     out, 475, max_steps=max_steps, max_seconds=max_seconds,
+                     log=tmp_path / "log")
     judge(run, read_rows(out), t0, 475)
-    assert run.solved_s is None and run.note == "capped" and 2 <= run.wall_s < 20
-    assert run.steps == 300
+    # stopped by its cap (SIGINT), not by the end of its sleep
+    assert run.solved_s is None and run.note == "capped" and run.wall_s < 60
+    if max_steps < 300:
+        assert run.steps >= max_steps  # its step cap
+    else:
+        assert run.wall_s >= max_seconds  # its time cap
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_the_scenario_runs_fastrl_and_sb3_and_reports(tmp_path, no_shm_residue):
     pytest.importorskip("stable_baselines3")  # (the test extra installs it)
+    # Capped by steps, not seconds: on a slow machine SB3's imports alone take 8 s.
     proc = subprocess.run(
         [sys.executable, "-m", "fastrl.bench", "--scenario", "solve", "--solve-tasks",
-         "cartpole-dqn", "--seeds", "1", "--solve-max-seconds", "6", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=280)
+         "cartpole-dqn", "--seeds", "1", "--solve-max-steps", "2000", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=580)
     assert proc.returncode == 0, proc.stderr
     assert "solve: seconds from process start" in proc.stdout
     doc = json.loads((tmp_path / "bench.json").read_text())
     runs = {r["system"]: r for r in doc["solve"]["runs"]}
     assert set(runs) == {"fastrl", "SB3 DQN"}
-    for r in runs.values():  # a 6 s cap: both started, logged episodes, then were stopped
-        assert r["steps"] > 0 and r["curve"]["return"] and 6 <= r["wall_s"] < 120, r["note"]
+    for r in runs.values():  # both started, logged episodes to 2,000 steps, were stopped
+        assert r["steps"] >= 2000 and r["curve"]["return"], r["note"]
         assert r["solved_s"] is None and r["note"] == "capped"
     assert {r["system"] for r in doc["solve"]["summary"]} == {"fastrl", "SB3 DQN"}
     assert (tmp_path / "solve.png").stat().st_size > 0

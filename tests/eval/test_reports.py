@@ -63,8 +63,9 @@ def test_json_schema(run, tmp_path, capsys):
                  "--out", str(out)]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out.read_text())
-    assert printed.keys() == {"env_id", "suite", "device", "checkpoint", "global_step", "algo",
-                              "summary", "per_seed"}
+    assert printed.keys() == {"env_id", "suite", "device", "skipped", "checkpoint",
+                              "global_step", "algo", "summary", "per_seed"}
+    assert printed["skipped"] == []
     assert printed["env_id"] == "CartPole-v1" and printed["device"] == "cpu"
     assert printed["suite"] == {"first_seed": 10_000, "num_seeds": 2, "episodes_per_seed": 2,
                                 "max_steps": 100_000}
@@ -82,7 +83,7 @@ def test_compares_checkpoints_on_one_suite(run, capsys):
     old, new = folders(run)[0], folders(run)[-1]
     assert main([str(old), str(new), "--seeds", "3", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report.keys() == {"env_id", "suite", "device", "checkpoints"}
+    assert report.keys() == {"env_id", "suite", "device", "skipped", "checkpoints"}
     assert [r["global_step"] for r in report["checkpoints"]] == [512, 1536]
     for path, result in zip((old, new), report["checkpoints"]):
         alone = checkpoint_report(evaluate_checkpoints([path], {"num_seeds": 3}))
@@ -116,3 +117,21 @@ def test_refuses_a_corrupt_checkpoint_and_a_bad_suite(run, tmp_path, capsys):
     assert main([str(run), "--seeds", "0"]) == 2
     assert "--seeds" in capsys.readouterr().err
 
+
+def test_a_run_whose_newest_checkpoint_is_corrupt_says_which_one_it_evaluates(
+        run, tmp_path, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    newest = folders(copy)[-1]
+    size = (newest / "learner.pt").stat().st_size
+    with (newest / "learner.pt").open("r+b") as f:
+        f.truncate(100)
+    assert main([str(copy), "--seeds", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["global_step"] == 1024 and report["checkpoint"] == str(folders(copy)[-2])
+    assert captured.err == (f"fastrl.eval: skipped {newest}: learner.pt has 100 bytes, the "
+                            f"manifest says {size} (truncated?); falling back to "
+                            f"{folders(copy)[-2].name}\n")
+    assert report["skipped"] == [captured.err.removeprefix("fastrl.eval: ").rstrip()]
+    assert newest.is_dir()  # evaluating moves nothing

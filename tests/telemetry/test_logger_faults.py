@@ -1,0 +1,67 @@
+"""The metrics logger when the disk fills up under it, and its console lines on a narrow
+terminal (fastrl.telemetry.metrics)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+
+import pytest
+from tensorboard.summary.writer import record_writer
+
+from fastrl.config import LogConfig
+from fastrl.core.files import DiskFull
+from fastrl.telemetry.events import RunEvents
+from fastrl.telemetry.metrics import MetricsLogger
+
+
+def test_tensorboard_s_thread_on_a_full_disk_is_one_error_and_no_traceback(
+        tmp_path, monkeypatch, capfd):
+    hook = threading.excepthook
+    logger = MetricsLogger(tmp_path, LogConfig(console=False), 100)
+
+    def no_room(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", no_room)
+    deadline = time.monotonic() + 30
+    with pytest.raises(DiskFull) as caught:  # the writer's thread fails; a later call says so
+        while time.monotonic() < deadline:
+            logger.update(1, {"policy_loss": 0.5})
+            time.sleep(0.01)
+    assert caught.value.path.parent == tmp_path / "tb"
+    assert caught.value.path.name.startswith("events.out.tfevents.")
+    logger.update(2, {"policy_loss": 0.5})  # TensorBoard is written no more...
+    logger.episodes({"step": [2], "return": [1.0], "length": [2], "time": [0.0]})
+    logger.close()  # ...and closing does not raise again
+    assert threading.excepthook is hook
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception in thread" not in err, err
+    assert (tmp_path / "episodes.csv").read_text().splitlines()[-1].startswith("2,1.0,2,")
+
+
+def test_console_lines_stay_whole_on_a_narrow_terminal(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("COLUMNS", "40")
+    logger = MetricsLogger(tmp_path, LogConfig(tensorboard=False), 100_000)
+    path = str(tmp_path / "checkpoints" / "000003-step25088")
+    logger.checkpoint(25_088, path)
+    logger.event(25_088, "worker 1 (pid 4242) was killed by SIGKILL; started worker 1 again")
+    logger.close()
+    lines = capfd.readouterr().err.splitlines()
+    assert f"checkpoint @ 25,088 steps: {path}" in lines, lines
+    assert "supervisor @ 25,088 steps: worker 1 (pid 4242) was killed by SIGKILL; started " \
+           "worker 1 again" in lines, lines
+
+
+def test_event_lines_count_the_learner_s_steps_between_its_reports(tmp_path):
+    logger = MetricsLogger(tmp_path, LogConfig(tensorboard=False, console=False), 100)
+    learner = {"step": 0}
+    events = RunEvents(logger, learner_step=lambda: learner["step"])
+    events.put(("update", 512, {}))
+    learner["step"] = 2048  # trained on since its last report
+    assert events.now() == 2048
+    events.put(("checkpoint", 2048, {"path": "x"}))
+    learner["step"] = 0  # (a learner restarted from nothing has recorded none yet)
+    assert events.now() == 2048
+    logger.close()
