@@ -78,6 +78,29 @@ def metric_documented(key: str) -> bool:
         parts[2][:-2] in (*STAGES, JIT) and f"timing/{parts[1]}/<stage>_s" in METRICS
 
 
+#: Threads whose uncaught errors threading's excepthook keeps off the console (see
+#: :func:`quiet_thread_errors`).
+_QUIET_THREADS: set[threading.Thread] = set()
+
+
+def quiet_thread_errors(threads: set[threading.Thread]) -> None:
+    """Keep the traceback of an error that ends one of ``threads`` (TensorBoard's writer)
+    off the console: the writer raises its thread's error again at its next call, where
+    :class:`MetricsLogger` tells it in one line. Other threads' errors go to the hook that
+    was there before."""
+    _QUIET_THREADS.update(threads)
+    shown = threading.excepthook
+    if getattr(shown, "quiets_fastrl_threads", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.thread not in _QUIET_THREADS:
+            shown(args)
+
+    hook.quiets_fastrl_threads = True
+    threading.excepthook = hook
+
+
 class MetricsLogger:
     """Writes update and evaluation metrics to TensorBoard and the console, and every ended
     training episode and every evaluation to ``episodes.csv`` / ``evals.csv`` in the run
@@ -97,7 +120,7 @@ class MetricsLogger:
                  start_step: int = 0) -> None:
         self._writer = None
         self._tb_dir = run_dir / "tb"
-        self._excepthook = None  # threading's, while ours hides the writer thread's errors
+        self._tb_threads: set[threading.Thread] = set()
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -105,7 +128,8 @@ class MetricsLogger:
             with telling_disk_full(self._tb_dir):
                 self._writer = SummaryWriter(str(self._tb_dir), purge_step=start_step + 1
                                              if start_step else None)
-            self._quiet_threads(set(threading.enumerate()) - started)
+            self._tb_threads = set(threading.enumerate()) - started
+            quiet_thread_errors(self._tb_threads)
         self._progress = None
         if cfg.console:
             self._progress = Progress(
@@ -245,26 +269,13 @@ class MetricsLogger:
                     self._writer.close()
         finally:
             self._writer = None
-            if self._excepthook is not None:
-                threading.excepthook, self._excepthook = self._excepthook, None
+            _QUIET_THREADS.difference_update(self._tb_threads)
             try:
                 self._episodes.close()
             finally:
                 self._evals.close()
 
     # --- TensorBoard on a full disk -----------------------------------------------------------
-    def _quiet_threads(self, threads: set[threading.Thread]) -> None:
-        """Keep the traceback of TensorBoard's writer thread (``threads``) off the console:
-        the writer raises the thread's error again at its next call, where
-        :meth:`_tensorboard` tells it in one line."""
-        self._excepthook = threading.excepthook
-
-        def hook(args: threading.ExceptHookArgs) -> None:
-            if args.thread not in threads:
-                self._excepthook(args)
-
-        threading.excepthook = hook
-
     @contextmanager
     def _tensorboard(self) -> Iterator[None]:
         """Calls to the TensorBoard writer: one that fails on a full disk raises

@@ -18,24 +18,28 @@ from fastrl.telemetry.metrics import MetricsLogger
 
 def test_tensorboard_s_thread_on_a_full_disk_is_one_error_and_no_traceback(
         tmp_path, monkeypatch, capfd):
-    hook = threading.excepthook
-    logger = MetricsLogger(tmp_path, LogConfig(console=False), 100)
+    shown, before = [], threading.excepthook  # (what would print a thread's traceback)
+    threading.excepthook = lambda args: shown.append(args.exc_value)
+    try:
+        logger = MetricsLogger(tmp_path, LogConfig(console=False), 100)
 
-    def no_room(self, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
+        def no_room(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(record_writer.RecordWriter, "write", no_room)
-    deadline = time.monotonic() + 30
-    with pytest.raises(DiskFull) as caught:  # the writer's thread fails; a later call says so
-        while time.monotonic() < deadline:
-            logger.update(1, {"policy_loss": 0.5})
-            time.sleep(0.01)
+        monkeypatch.setattr(record_writer.RecordWriter, "write", no_room)
+        deadline = time.monotonic() + 30
+        with pytest.raises(DiskFull) as caught:  # the writer's thread fails; a later call
+            while time.monotonic() < deadline:  # says so
+                logger.update(1, {"policy_loss": 0.5})
+                time.sleep(0.01)
+    finally:
+        threading.excepthook = before
+    assert shown == []
     assert caught.value.path.parent == tmp_path / "tb"
     assert caught.value.path.name.startswith("events.out.tfevents.")
     logger.update(2, {"policy_loss": 0.5})  # TensorBoard is written no more...
     logger.episodes({"step": [2], "return": [1.0], "length": [2], "time": [0.0]})
     logger.close()  # ...and closing does not raise again
-    assert threading.excepthook is hook
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception in thread" not in err, err
     assert (tmp_path / "episodes.csv").read_text().splitlines()[-1].startswith("2,1.0,2,")
