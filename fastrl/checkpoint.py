@@ -296,19 +296,12 @@ def find_checkpoint(path: Path | str) -> tuple[Checkpoint, list[str]]:
                           f"directory (no {CHECKPOINTS}/)")
 
 
-def describe_latest(run_dir: Path | str) -> str:
-    """One sentence for error messages: where the newest checkpoint is, how to resume."""
+def describe_latest(run_dir: Path | str, first: str = "") -> str:
+    """One sentence for error messages: where the newest intact checkpoint is, and how to
+    resume from it after doing ``first`` ('free some space')."""
     ckpt, _ = latest_valid(run_dir)
     if ckpt is None:
         return "No checkpoint was written yet, so there is nothing to resume."
+    then = f"{first}, then resume" if first else "resume"
     return (f"The last checkpoint, {ckpt.path} (global step {ckpt.global_step:,}), is intact; "
-            f"resume with: python -m fastrl.train --resume {run_dir}")
-
-
-def last_intact(run_dir: Path | str) -> str:
-    """What a run stopped by a full disk leaves, as the end of its one-line message."""
-    ckpt, _ = latest_valid(run_dir)
-    if ckpt is None:
-        return "no checkpoint was written, so there is nothing to resume"
-    return (f"the last intact checkpoint is {ckpt.path} (global step {ckpt.global_step:,}): "
-            f"free some space, then resume with: python -m fastrl.train --resume {run_dir}")
+            f"{then} with: python -m fastrl.train --resume {run_dir}")

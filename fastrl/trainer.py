@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fastrl.callbacks import Callback
-from fastrl.checkpoint import Checkpoint, check_resumable, last_intact, load_for_resume
+from fastrl.checkpoint import Checkpoint, check_resumable, describe_latest, load_for_resume
 from fastrl.config import (
     ConfigError,
     MainConfig,
@@ -27,7 +27,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
-from fastrl.core.files import DiskFull
+from fastrl.core.files import FREE_SPACE, DiskFull
 from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
 from fastrl.learner.offpolicy import replay_shape
@@ -258,7 +258,7 @@ class Trainer:
         try:
             return self._supervisor.run()
         except DiskFull as e:  # (every child has stopped: the newest checkpoint is final)
-            raise DiskFull(e.path, e.free, last_intact(run_dir)) from None
+            raise DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE)) from None
         finally:
             with self._lock:
                 self._supervisor = None

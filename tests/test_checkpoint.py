@@ -14,8 +14,8 @@ from gymnasium import spaces
 from fastrl.checkpoint import (
     CheckpointError,
     check_resumable,
+    describe_latest,
     find_checkpoint,
-    last_intact,
     latest_valid,
     load_for_resume,
     remove_stale_temps,
@@ -90,8 +90,9 @@ def test_a_checkpoint_that_fails_on_a_full_disk_leaves_nothing_and_names_the_fil
     assert caught.value.path == tmp_path / "checkpoints" / "000001-step20" / "rings.npz"
     assert str(caught.value).startswith(f"no space left on device writing {caught.value.path}")
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == [first.name]
-    assert last_intact(tmp_path).startswith(f"the last intact checkpoint is {first} (global "
-                                            "step 10): free some space, then resume with")
+    assert describe_latest(tmp_path, "free some space") == (
+        f"The last checkpoint, {first} (global step 10), is intact; free some space, then "
+        f"resume with: python -m fastrl.train --resume {tmp_path}")
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -15,6 +15,7 @@ from fastrl.core.errors import ExplainedError
 #: torch.save reports ENOSPC as a RuntimeError of its own, with no errno to tell it by.
 LOW_SPACE_BYTES = 1 << 20
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+FREE_SPACE = "free some space"  # what to do before resuming a run the disk stopped
 
 
 class DiskFull(ExplainedError, OSError):
@@ -25,7 +26,7 @@ class DiskFull(ExplainedError, OSError):
     def __init__(self, path: Path | str, free: int, then: str = "") -> None:
         self.path, self.free, self.then = Path(path), free, then
         super().__init__(f"no space left on device writing {path}; {free:,} bytes free"
-                         + (f"; {then}" if then else ""))
+                         + (f". {then}" if then else ""))
 
     def __reduce__(self):  # (pickled to a parent: keep the fields, not one joined string)
         return DiskFull, (self.path, self.free, self.then)

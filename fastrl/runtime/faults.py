@@ -8,8 +8,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from fastrl.checkpoint import describe_latest, last_intact
+from fastrl.checkpoint import describe_latest
 from fastrl.config import MainConfig
+from fastrl.core.files import FREE_SPACE
 from fastrl.core.process import EXIT_DISK_FULL, crash_report_path, read_crash
 from fastrl.core.timing import JIT, timing_metrics
 from fastrl.memory.ring import (
@@ -82,8 +83,8 @@ class Watchdog:
             fault = "the learner exited without reporting its result"
         elif code == EXIT_DISK_FULL:  # one line: what could not be written, what is intact
             drain(POLL_S)  # (its last message says what, where the disk had no room for it)
-            raise ChildFailed(f"{disk_full() or self.children.disk_full('learner')}; "
-                              f"{last_intact(self.run_dir)}")
+            raise ChildFailed(f"{disk_full() or self.children.disk_full('learner')}. "
+                              f"{describe_latest(self.run_dir, FREE_SPACE)}")
         else:
             fault = self.children.describe_exit("learner")
         raise ChildFailed(f"{fault}\nThe run stopped. {describe_latest(self.run_dir)}")

@@ -19,9 +19,9 @@ def no_room(*args, **kwargs):
 
 
 def test_disk_full_names_the_file_and_the_room_and_survives_pickling(tmp_path):
-    e = DiskFull(tmp_path / "learner.pt", 12_345, "the last intact checkpoint is X")
+    e = DiskFull(tmp_path / "learner.pt", 12_345, "The last checkpoint, X, is intact.")
     assert str(e) == (f"no space left on device writing {tmp_path / 'learner.pt'}; 12,345 "
-                      "bytes free; the last intact checkpoint is X")
+                      "bytes free. The last checkpoint, X, is intact.")
     assert isinstance(e, OSError)  # (handlers of failed writes catch it)
     again = pickle.loads(pickle.dumps(e))
     assert (again.path, again.free, again.then, str(again)) == (e.path, e.free, e.then, str(e))

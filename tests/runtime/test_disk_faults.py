@@ -22,9 +22,9 @@ from fastrl.checkpoint import checkpoints_dir, latest_valid, verify
 pytestmark = pytest.mark.timeout(300)
 
 FULL = re.compile(r"fastrl\.train: run failed: no space left on device writing (\S+); "
-                  r"([\d,]+) bytes free; the last intact checkpoint is (\S+) \(global step "
-                  r"[\d,]+\): free some space, then resume with: python -m fastrl\.train "
-                  r"--resume (\S+)$")
+                  r"([\d,]+) bytes free\. The last checkpoint, (\S+) \(global step "
+                  r"[\d,]+\), is intact; free some space, then resume with: python -m "
+                  r"fastrl\.train --resume (\S+)$")
 
 
 @pytest.fixture
