@@ -49,7 +49,7 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monk
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20261204-120000")
     cfg = config(tmp_path)
     base = "CartPole-v1_ppo_s1_20261204-120000"
-    for round_ in range(20):
+    for round_ in range(10):
         parent = tmp_path / f"r{round_}"
         cfg.log.run_dir = str(parent)
         made, failed = claim_together(cfg, 6)
