@@ -149,14 +149,16 @@ def save_checkpoint(run_dir: Path | str, global_step: int,
     :class:`~fastrl.core.files.DiskFull` naming the file.
     """
     root = checkpoints_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    with telling_disk_full(root):  # (a folder needs a block of its own on ext4 and xfs)
+        root.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(run_dir)
     existing = _folders(run_dir)
     seq = _sequence(existing[0].name) + 1 if existing else 0
     final = root / f"{seq:06d}-step{global_step}"
     tmp = root / f"{TEMP_PREFIX}{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    with telling_disk_full(final, lambda: shutil.rmtree(tmp, ignore_errors=True)):
+        tmp.mkdir()
     files = {}
     for name, write in writers.items():
         with telling_disk_full(final / name, lambda: shutil.rmtree(tmp, ignore_errors=True)):
@@ -231,22 +233,22 @@ def set_aside(path: Path) -> Path:
     return target
 
 
-def load_for_resume(run_dir: Path | str, set_aside_corrupt: bool = False
-                    ) -> tuple[Checkpoint, list[str]]:
-    """The checkpoint ``--resume`` continues from, and a note per newer folder it skipped;
-    a clear error when there is none. With ``set_aside_corrupt`` (the run will write
-    checkpoints again) each skipped folder is renamed ``corrupt-<name>``
-    (:func:`set_aside`): retention would otherwise count it among the newest K and delete
-    an intact one instead."""
+def load_for_resume(run_dir: Path | str) -> tuple[Checkpoint, list[str]]:
+    """The checkpoint ``--resume`` continues from, and a note per newer folder it skipped
+    (nothing is moved: :func:`set_aside_newer`); a clear error when there is none."""
     ckpt, skipped = _newest_valid(run_dir)
     if ckpt is None:
         why = "".join(f"\n  {s}" for _, s in skipped) or " (none was written)"
         raise CheckpointError(f"no valid checkpoint in {checkpoints_dir(run_dir)}{why}")
-    notes = []
-    for path, why in skipped:
-        moved = f" (set aside as {set_aside(path).name})" if set_aside_corrupt else ""
-        notes.append(f"skipped {why}{moved}; falling back to {ckpt.path.name}")
-    return ckpt, notes
+    return ckpt, [f"skipped {why}; falling back to {ckpt.path.name}" for _, why in skipped]
+
+
+def set_aside_newer(run_dir: Path | str, ckpt: Checkpoint) -> list[str]:
+    """Rename every checkpoint folder newer than ``ckpt`` (the ones a resume from it
+    skipped as corrupt) to ``corrupt-<name>`` (:func:`set_aside`): retention would otherwise
+    count them among the newest K and delete an intact one instead. A note per folder."""
+    newer = [p for p in _folders(run_dir) if _sequence(p.name) > _sequence(ckpt.path.name)]
+    return [f"set {path.name} aside as {set_aside(path).name}" for path in newer]
 
 
 def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: Any,

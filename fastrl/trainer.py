@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from fastrl.callbacks import Callback
-from fastrl.checkpoint import Checkpoint, check_resumable, describe_latest, load_for_resume
+from fastrl.checkpoint import (
+    Checkpoint,
+    check_resumable,
+    describe_latest,
+    load_for_resume,
+    set_aside_newer,
+)
 from fastrl.config import (
     ConfigError,
     MainConfig,
@@ -75,6 +81,7 @@ def _claim(parent: Path, names: Iterator[str]) -> Path | None:
     same folder."""
     for name in names:
         try:
+            (parent / name).parent.mkdir(parents=True, exist_ok=True)  # (run_name=sweep/a)
             (parent / name).mkdir()
             return parent / name
         except FileExistsError:
@@ -212,12 +219,13 @@ class Trainer:
             raise ConfigError(f"--resume {run_dir}: not a fastrl run directory (no config.yaml)")
         config = load_config(run_dir / "config.yaml", list(overrides))
         check_writable(run_dir)
-        ckpt, notes = load_for_resume(run_dir, set_aside_corrupt=True)
+        ckpt, notes = load_for_resume(run_dir)
         trainer = cls(config, env_fn=env_fn, vector_env_fn=vector_env_fn, policy=policy,
                       callbacks=callbacks)
         config, plan = trainer.config, trainer.plan
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
                         param_shapes(plan.policy()), config.algo.name, replay_shape(config))
+        notes += set_aside_newer(run_dir, ckpt)  # (accepted: the run will write checkpoints)
         trained_with = load_config(ckpt.path / "config.yaml", saved=True)
         changes = config_changes(trained_with, config)
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "

@@ -20,6 +20,7 @@ from fastrl.checkpoint import (
     load_for_resume,
     remove_stale_temps,
     save_checkpoint,
+    set_aside_newer,
     verify,
 )
 from fastrl.core.files import DiskFull
@@ -118,9 +119,10 @@ def test_a_resume_sets_corrupt_checkpoints_aside_so_retention_keeps_intact_ones(
     ckpt, notes = find_checkpoint(tmp_path)
     assert ckpt.global_step == 200 and "000002-step300" in notes[0]
     assert (tmp_path / "checkpoints" / "000002-step300").is_dir()
-    ckpt, notes = load_for_resume(tmp_path, set_aside_corrupt=True)
-    assert ckpt.global_step == 200
-    assert "(set aside as corrupt-000002-step300); falling back to 000001-step200" in notes[0]
+    ckpt, notes = load_for_resume(tmp_path)
+    assert ckpt.global_step == 200 and "falling back to 000001-step200" in notes[0]
+    assert set_aside_newer(tmp_path, ckpt) == ["set 000002-step300 aside as "
+                                               "corrupt-000002-step300"]
     # the resumed run checkpoints at the step the corrupt one had: the three newest intact
     # ones are kept, the corrupt one is not counted (nor deleted: it is evidence)
     save(tmp_path, 300)

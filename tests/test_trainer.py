@@ -23,7 +23,6 @@ def test_unpicklable_env_factory_is_refused_before_anything_starts(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-
 def claim_together(cfg, n: int) -> tuple[list[Path], list[ConfigError]]:
     """``make_run_dir(cfg)`` in ``n`` threads released at once: the run folders made, and
     the errors."""
@@ -60,6 +59,7 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monk
 
 
 def test_an_explicit_run_name_that_exists_is_refused(tmp_path):
+    assert make_run_dir(config(tmp_path, "log.run_name=sweep/a")) == tmp_path / "sweep" / "a"
     cfg = config(tmp_path, "log.run_name=mine")
     make_run_dir(cfg)
     with pytest.raises(ConfigError, match="mine already exists; choose a new name, or "

@@ -72,9 +72,9 @@ def telling_disk_full(path: Path | str,
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename; a failed write
     leaves neither (a full disk: :class:`DiskFull`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
     with telling_disk_full(path, lambda: tmp.unlink(missing_ok=True)):
+        path.parent.mkdir(parents=True, exist_ok=True)  # (a folder needs room too)
         with tmp.open("wb") as f:
             f.write(data)
             f.flush()

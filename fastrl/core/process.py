@@ -129,17 +129,18 @@ def report_crash(run_dir: str, who: str, exc: BaseException, context: str = "") 
     """Write what the supervisor will show of ``exc``: a ``context`` line (which env), then
     the message alone for an :class:`~fastrl.core.errors.ExplainedError` (a bad env, a full
     disk), the full traceback for anything else. Returns the exit status that tells the
-    crash: :data:`EXIT_DISK_FULL` for a full disk, else 1. A report the disk has no room
-    for is left out (the status tells it); any other report that cannot be written goes to
-    stderr instead."""
+    crash: :data:`EXIT_DISK_FULL` for a full disk, else 1. A full disk's report the disk
+    has no room for is left out (the status tells it); any other report that cannot be
+    written goes to stderr instead, so that no crash goes untold."""
     text = crash_text(exc, context)
+    code = EXIT_DISK_FULL if isinstance(exc, DiskFull) else 1
     try:
         write_crash(run_dir, who, text)
-    except DiskFull:
-        return EXIT_DISK_FULL
     except OSError as e:
-        print(f"fastrl {who}: cannot write its crash report ({e}):\n{text}", file=sys.stderr)
-    return EXIT_DISK_FULL if isinstance(exc, DiskFull) else 1
+        if code != EXIT_DISK_FULL:
+            print(f"fastrl {who}: cannot write its crash report ({e}):\n{text}",
+                  file=sys.stderr)
+    return code
 
 
 def crash_text(exc: BaseException, context: str = "") -> str:

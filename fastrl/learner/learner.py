@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from fastrl.plan import RunPlan
 
 MAX_UPDATES_PER_ROUND = 64  # off-policy: updates between looks at the rings and schedule
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
+FLUSH_WAIT_S = 5.0  # how long a learner stopped by a full disk waits to say so
 # Weights sent for evaluation that are kept, the newest (besides those being evaluated): the
 # supervisor evaluates one at a time and keeps only the newest request waiting.
 KEEP_SENT_WEIGHTS = 2
@@ -80,7 +82,9 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         if isinstance(e, DiskFull):  # (its report may have found no room: the queue needs none)
             metrics.put(("disk_full", 0, {"error": str(e)}))
             metrics.close()
-            metrics.join_thread()
+            flushed = threading.Thread(target=metrics.join_thread, daemon=True)
+            flushed.start()
+            flushed.join(FLUSH_WAIT_S)  # (a supervisor that no longer reads kills us anyway)
         os._exit(code)
 
 
@@ -550,9 +554,11 @@ class Learner:
         with self.timer.stage("checkpoint"):
             self._checkpoint(final=True)
             model = Path(self.spec.run_dir) / "model.pt"
-            with telling_disk_full(model, lambda: model.unlink(missing_ok=True)):
+            tmp = model.with_name(f".tmp-model.pt-{os.getpid()}")  # (the last one stays whole)
+            with telling_disk_full(model, lambda: tmp.unlink(missing_ok=True)):
                 _torch_save({"model": self.policy.state_dict(),
-                             "global_step": self.global_step}, model)
+                             "global_step": self.global_step}, tmp)
+                os.replace(tmp, model)
         self._done(self.last_eval)
 
     def _done(self, last_eval: dict[str, float] | None) -> None:

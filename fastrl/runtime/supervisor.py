@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from fastrl.callbacks import Callback
 from fastrl.checkpoint import PARKED, Checkpoint, checkpoints_dir, remove_stale_temps
 from fastrl.config import MainConfig
+from fastrl.core.files import DiskFull
 from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, WRITE_SEQ
 from fastrl.plan import RunPlan, plan_run
 from fastrl.runtime.base import RunState, Runtime
@@ -125,6 +127,7 @@ class Supervisor:
         timing: dict[str, dict[str, float]] = {}
         t0 = time.monotonic()
         grace = KILL_WAIT_S  # a crashed run need not wait long
+        failed = False
         with stop.handled():  # kept through the cleanup below
             try:
                 memory.create()
@@ -140,6 +143,7 @@ class Supervisor:
             except BaseException:
                 stop.in_user_code = False  # (a second signal must not interrupt the cleanup)
                 grace = KILL_WAIT_S
+                failed = True
                 raise
             finally:
                 stop.in_user_code = False
@@ -147,10 +151,15 @@ class Supervisor:
                     memory.weights.request_stop()
                 children.stop_all(grace, lambda: stop.forced)
                 children.clear()
-                runtime.close(logger, events.step)
-                memory.release()
-                shutil.rmtree(parked_dir, ignore_errors=True)
-                logger.close()  # (last: on a full disk it raises DiskFull)
+                try:
+                    runtime.close(logger, events.step)
+                finally:
+                    memory.release()
+                    shutil.rmtree(parked_dir, ignore_errors=True)
+                    # Last: on a full disk it raises DiskFull, which must not hide why
+                    # a run that failed already failed.
+                    with suppress(DiskFull) if failed else nullcontext():
+                        logger.close()
         if stop.forced:
             raise KeyboardInterrupt
         if events.error is not None:

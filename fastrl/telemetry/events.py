@@ -56,6 +56,9 @@ class RunEvents:
 
     def handle(self, kind: str, step: int, payload: dict[str, Any]) -> None:
         """Log one message and call the callbacks' hook for it."""
+        if kind == "disk_full":  # the learner's last word: what it could not write
+            self.disk_full = payload["error"]
+            return
         self.step = step
         if kind == "update":
             payload.update(self.health())
@@ -66,8 +69,6 @@ class RunEvents:
             self.logger.episodes(payload)
         elif kind == "eval":
             self.evaluation(step, payload, "learner")
-        elif kind == "disk_full":  # the learner's last word: what it could not write
-            self.disk_full = payload["error"]
         elif kind == "checkpoint":
             self.last_checkpoint = payload["path"]
             self.checkpoints.append(payload["path"])

@@ -78,23 +78,24 @@ def metric_documented(key: str) -> bool:
         parts[2][:-2] in (*STAGES, JIT) and f"timing/{parts[1]}/<stage>_s" in METRICS
 
 
-#: Threads whose uncaught errors threading's excepthook keeps off the console (see
-#: :func:`quiet_thread_errors`).
-_QUIET_THREADS: set[threading.Thread] = set()
+#: TensorBoard writer threads whose disk-full errors threading's excepthook keeps off the
+#: console, with the folder they write (see :func:`quiet_disk_full`).
+_QUIET_THREADS: dict[threading.Thread, Path] = {}
 
 
-def quiet_thread_errors(threads: set[threading.Thread]) -> None:
-    """Keep the traceback of an error that ends one of ``threads`` (TensorBoard's writer)
-    off the console: the writer raises its thread's error again at its next call, where
-    :class:`MetricsLogger` tells it in one line. Other threads' errors go to the hook that
-    was there before."""
-    _QUIET_THREADS.update(threads)
+def quiet_disk_full(threads: set[threading.Thread], folder: Path) -> None:
+    """Keep the traceback of a full disk that ends one of ``threads`` (TensorBoard's writer,
+    writing ``folder``) off the console: the writer raises its thread's error again at its
+    next call, where :class:`MetricsLogger` tells it in one line. Every other error, and
+    every other thread's, goes to the hook that was there before."""
+    _QUIET_THREADS.update(dict.fromkeys(threads, folder))
     shown = threading.excepthook
     if getattr(shown, "quiets_fastrl_threads", False):
         return
 
     def hook(args: threading.ExceptHookArgs) -> None:
-        if args.thread not in _QUIET_THREADS:
+        folder = _QUIET_THREADS.get(args.thread)
+        if folder is None or not out_of_space(args.exc_value, folder):
             shown(args)
 
     hook.quiets_fastrl_threads = True
@@ -128,8 +129,9 @@ class MetricsLogger:
             with telling_disk_full(self._tb_dir):
                 self._writer = SummaryWriter(str(self._tb_dir), purge_step=start_step + 1
                                              if start_step else None)
-            self._tb_threads = set(threading.enumerate()) - started
-            quiet_thread_errors(self._tb_threads)
+            self._tb_threads = {t for t in set(threading.enumerate()) - started
+                                if type(t).__module__.startswith("tensorboard.")}
+            quiet_disk_full(self._tb_threads, self._tb_dir)
         self._progress = None
         if cfg.console:
             self._progress = Progress(
@@ -269,7 +271,8 @@ class MetricsLogger:
                     self._writer.close()
         finally:
             self._writer = None
-            _QUIET_THREADS.difference_update(self._tb_threads)
+            for thread in self._tb_threads:
+                _QUIET_THREADS.pop(thread, None)
             try:
                 self._episodes.close()
             finally:

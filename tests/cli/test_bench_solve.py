@@ -66,7 +66,8 @@ def test_the_scenario_runs_fastrl_and_sb3_and_reports(tmp_path, no_shm_residue):
     # Capped by steps, not seconds: on a slow machine SB3's imports alone take 8 s.
     proc = subprocess.run(
         [sys.executable, "-m", "fastrl.bench", "--scenario", "solve", "--solve-tasks",
-         "cartpole-dqn", "--seeds", "1", "--solve-max-steps", "2000", "--out", str(tmp_path)],
+         "cartpole-dqn", "--seeds", "1", "--solve-max-steps", "2000", "--solve-max-seconds", "240",
+         "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=580)
     assert proc.returncode == 0, proc.stderr
     assert "solve: seconds from process start" in proc.stdout

@@ -1,14 +1,17 @@
-"""A full disk, made by writes that raise ENOSPC (tests/runtime/test_full_disk.py fills a
-real tmpfs): one error naming the file and the room left, and nothing half written."""
+"""A full disk, made by writes that raise ENOSPC (instead of filling a
+real tmpfs (tests/runtime/test_disk_faults.py): one error naming the file and the room left,
+and nothing half written."""
 
 from __future__ import annotations
 
 import errno
 import os
 import pickle
+from pathlib import Path
 
 import pytest
 
+from fastrl.checkpoint import save_checkpoint
 from fastrl.core import files
 from fastrl.core.files import DiskFull, out_of_space, telling_disk_full, write_atomically
 from fastrl.core.process import EXIT_DISK_FULL, crash_report_path, report_crash
@@ -59,11 +62,16 @@ def test_an_atomic_write_on_a_full_disk_leaves_neither_file(tmp_path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_crash_report_the_disk_has_no_room_for_is_left_out(tmp_path, monkeypatch):
+def test_a_crash_report_the_disk_has_no_room_for_is_left_out(tmp_path, monkeypatch,
+                                                               capfd):
     monkeypatch.setattr(os, "fsync", no_room)
-    code = report_crash(str(tmp_path), "learner", RuntimeError("boom"))
+    code = report_crash(str(tmp_path), "learner", DiskFull(tmp_path / "learner.pt", 0))
     assert code == EXIT_DISK_FULL  # the status tells it: no 0-byte report, no temp file
     assert not crash_report_path(tmp_path, "learner").exists()
+    assert list((tmp_path / "errors").iterdir()) == [] and capfd.readouterr().err == ""
+    # any other crash is never lost: its report goes to stderr
+    assert report_crash(str(tmp_path), "learner", RuntimeError("boom")) == 1
+    assert "RuntimeError: boom" in capfd.readouterr().err
     assert list((tmp_path / "errors").iterdir()) == []
 
 
@@ -73,3 +81,13 @@ def test_a_disk_full_crash_is_reported_as_its_one_line(tmp_path):
     assert crash_report_path(tmp_path, "learner").read_text() == (
         f"DiskFull: no space left on device writing {tmp_path / 'model.pt'}; 10 bytes free\n")
     assert report_crash(str(tmp_path), "worker 0", ValueError("x")) == 1
+
+
+def test_a_folder_the_disk_has_no_room_for_is_a_full_disk_too(tmp_path, monkeypatch):
+    # (on ext4 and xfs a new folder takes a block: a full disk refuses mkdir itself)
+    monkeypatch.setattr(Path, "mkdir", lambda self, *a, **k: no_room())
+    with pytest.raises(DiskFull, match="errors/learner.txt"):
+        write_atomically(tmp_path / "errors" / "learner.txt", b"report")
+    with pytest.raises(DiskFull, match="checkpoints; "):
+        save_checkpoint(tmp_path, 10, {"learner.pt": lambda p: p.write_bytes(b"x")}, {}, 3)
+    assert list(tmp_path.iterdir()) == []

@@ -66,6 +66,8 @@ def test_event_lines_count_the_learner_s_steps_between_its_reports(tmp_path):
     learner["step"] = 2048  # trained on since its last report
     assert events.now() == 2048
     events.put(("checkpoint", 2048, {"path": "x"}))
+    events.put(("disk_full", 0, {"error": "no space left on device writing y"}))
+    assert events.disk_full == "no space left on device writing y" and events.step == 2048
     learner["step"] = 0  # (a learner restarted from nothing has recorded none yet)
     assert events.now() == 2048
     logger.close()
