@@ -251,38 +251,6 @@ def set_aside_newer(run_dir: Path | str, ckpt: Checkpoint) -> list[str]:
     return [f"set {path.name} aside as {set_aside(path).name}" for path in newer]
 
 
-def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: Any,
-                    param_shapes: dict[str, list[int]], algo: str = "ppo",
-                    replay: dict[str, Any] | None = None) -> None:
-    """Refuse to resume ``ckpt`` into a run whose env, algorithm, network or replay buffer
-    (``replay``: the settings that shape it, see fastrl.learner.offpolicy) differs."""
-    m = ckpt.manifest
-    where = f"cannot resume from {ckpt.path}"
-    if m["env_id"] != env_id:
-        raise CheckpointError(f"{where}: it trained env.id={m['env_id']!r}, the config asks "
-                              f"for env.id={env_id!r}")
-    if m.get("algo", "ppo") != algo:
-        raise CheckpointError(f"{where}: it trained algo.name={m.get('algo', 'ppo')}, the "
-                              f"config asks for algo.name={algo}")
-    saved_replay = m.get("replay")
-    if saved_replay != replay:
-        changed = [f"{k}={saved_replay.get(k)} -> {replay.get(k)}" for k in sorted(replay)
-                   if saved_replay.get(k) != replay.get(k)]
-        raise CheckpointError(f"{where}: its replay buffer does not fit the config "
-                              f"({', '.join(changed)}); keep those settings to resume")
-    for role, saved, now in (("observation", m["observation_space"], repr(obs_space)),
-                             ("action", m["action_space"], repr(act_space))):
-        if saved != now:
-            raise CheckpointError(f"{where}: its env had the {role} space {saved}, the env "
-                                  f"made now has {now}")
-    for name in sorted(set(m["param_shapes"]) | set(param_shapes)):
-        saved, now = m["param_shapes"].get(name), param_shapes.get(name)
-        if saved != now:
-            raise CheckpointError(
-                f"{where}: its network has {name} of shape {saved}, the config builds "
-                f"{now} (algo.hidden_sizes must stay as it was)")
-
-
 def find_checkpoint(path: Path | str) -> tuple[Checkpoint, list[str]]:
     """The checkpoint at ``path``: a checkpoint folder (verified), or a run directory (its
     newest valid checkpoint); and a note per newer folder of the run that was skipped as

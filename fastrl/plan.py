@@ -16,6 +16,7 @@ from torch import nn
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource, env_source
+from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
 from fastrl.memory.segments import check_shm_space
@@ -51,7 +52,8 @@ class RunPlan:
     def shm_bytes(self) -> dict[str, int]:
         """Shared memory the run needs, by segment kind."""
         w = self.cfg.infra.num_workers
-        return {f"{w} rings": w * self.ring_bytes, "weights": self.weights_bytes}
+        return {f"{w} rings": w * self.ring_bytes, "weights": self.weights_bytes,
+                "control": RunControl.nbytes()}
 
     def check_shared_memory(self) -> None:
         """Raise :class:`~fastrl.memory.segments.SharedMemoryFull` unless /dev/shm has room

@@ -19,7 +19,6 @@ from typing import Any
 from fastrl.callbacks import Callback
 from fastrl.checkpoint import (
     Checkpoint,
-    check_resumable,
     describe_latest,
     load_for_resume,
     set_aside_newer,
@@ -36,9 +35,9 @@ from fastrl.config import (
 from fastrl.core.files import FREE_SPACE, DiskFull
 from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
-from fastrl.learner.offpolicy import replay_shape
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
+from fastrl.resume import check_resumable, replay_shape
 from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S
 from fastrl.runtime.supervisor import RunResult, Supervisor
 

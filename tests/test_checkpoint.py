@@ -13,7 +13,6 @@ from gymnasium import spaces
 
 from fastrl.checkpoint import (
     CheckpointError,
-    check_resumable,
     describe_latest,
     find_checkpoint,
     latest_valid,
@@ -24,6 +23,7 @@ from fastrl.checkpoint import (
     verify,
 )
 from fastrl.core.files import DiskFull
+from fastrl.resume import check_resumable
 
 OBS, ACT = spaces.Box(-1, 1, (4,)), spaces.Discrete(2)
 INFO = {"env_id": "CartPole-v1", "observation_space": repr(OBS), "action_space": repr(ACT),

@@ -39,6 +39,7 @@ from fastrl.config import MainConfig, load_config
 from fastrl.core.process import keep_freed_memory, learner_torch
 from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.learner.staging import PER_ENV, CudaStager, Stager
+from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
@@ -54,20 +55,20 @@ METRICS_EVERY_S = 0.1
 
 class LoopbackRing(Ring):
     """A ring that is its own producer: a released slot is published again at once, same
-    bytes, so its consumer always finds every slot ready. Once ``weights`` says the run is
+    bytes, so its consumer always finds every slot ready. Once ``control`` says the run is
     over, released slots stay released, as when the workers exit: the learner then runs out
     of data, waits, and sees the stop request."""
 
     def __init__(self, buf: memoryview, layout: SlotLayout, slots: int,
-                 weights: SharedWeights) -> None:
+                 control: RunControl) -> None:
         super().__init__(buf, layout, slots)
-        self.weights = weights
+        self.control = control
 
     @classmethod
-    def filled(cls, layout: SlotLayout, slots: int, weights: SharedWeights,
+    def filled(cls, layout: SlotLayout, slots: int, control: RunControl,
                slot: dict[str, np.ndarray]) -> LoopbackRing:
         """A ring in process memory whose every slot holds ``slot`` and is published."""
-        ring = cls(memoryview(bytearray(Ring.nbytes(layout, slots))), layout, slots, weights)
+        ring = cls(memoryview(bytearray(Ring.nbytes(layout, slots))), layout, slots, control)
         for _ in range(slots):
             views = ring.write_slot()
             for name, value in slot.items():
@@ -78,7 +79,7 @@ class LoopbackRing(Ring):
     def release(self) -> None:
         """Hand the slot back, and publish it again while the run goes on."""
         super().release()
-        if not self.weights.run_over():
+        if not self.control.run_over():
             # The ring was full, so the slot to publish next is the one just released.
             self.publish()
 
@@ -136,8 +137,8 @@ class RoundClock:
     ``duration_s`` after that with steps trained in between, and then asks the learner to
     stop."""
 
-    def __init__(self, weights: SharedWeights, warmup_s: float, duration_s: float) -> None:
-        self.weights, self.warmup_s, self.duration_s = weights, warmup_s, duration_s
+    def __init__(self, control: RunControl, warmup_s: float, duration_s: float) -> None:
+        self.control, self.warmup_s, self.duration_s = control, warmup_s, duration_s
         self.first: Mark | None = None
         self.start: Mark | None = None
         self.window: Window | None = None
@@ -156,7 +157,7 @@ class RoundClock:
         elif now.t - self.start.t >= self.duration_s and now.step > self.start.step:
             self.window = Window(now.step - self.start.step, now.t - self.start.t,
                                  now.cpu - self.start.cpu)
-            self.weights.request_stop()
+            self.control.request_stop()
 
 
 @dataclass
@@ -193,23 +194,25 @@ def train_one_round(plan: RunPlan, slot: dict[str, np.ndarray], warmup_s: float,
     cfg = plan.cfg
     weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(plan.num_params))),
                             plan.num_params)
-    weights.mark_parked()  # no worker runs: the final checkpoint waits for none to park
-    rings = [LoopbackRing.filled(plan.layout, cfg.infra.ring_slots, weights, slot)
+    control = RunControl(memoryview(bytearray(RunControl.nbytes())))
+    control.mark_parked()  # no worker runs: the final checkpoint waits for none to park
+    rings = [LoopbackRing.filled(plan.layout, cfg.infra.ring_slots, control, slot)
              for _ in range(cfg.infra.num_workers)]
-    clock = RoundClock(weights, warmup_s, duration_s)
+    clock = RoundClock(control, warmup_s, duration_s)
     gc.collect()  # not inside the window
     keep_freed_memory()  # (as the learner process does; this process is the bench's own)
     with learner_torch(cfg.infra.learner_threads), \
             tempfile.TemporaryDirectory(prefix="fastrl-bench-learner-") as run_dir:
-        learner = Learner(LearnerSpec(plan, [], "", run_dir, os.getpid()), clock, rings,
-                          weights)
+        learner = Learner(LearnerSpec(plan, [], "", "", run_dir, os.getpid()), clock, rings,
+                          weights, control)
         if learner.device.type == "cuda" and cfg.infra.staging_depth:
-            learner.stager = CudaStager(plan.layout, learner.device,
-                                        cfg.infra.staging_depth, profile=True)
+            learner.feed.stager = CudaStager(plan.layout, learner.device,
+                                             cfg.infra.staging_depth, profile=True)
         learner.run()
     if clock.window is None:
         raise RuntimeError("the learner stopped before its measurement window closed")
-    return Round(clock.window, type(learner.stager).__name__, copy_overlap(learner.stager))
+    stager = learner.feed.stager
+    return Round(clock.window, type(stager).__name__, copy_overlap(stager))
 
 
 def copy_overlap(stager: Stager) -> dict[str, float]:

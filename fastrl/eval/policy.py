@@ -8,10 +8,11 @@ from typing import Any
 
 import torch
 
-from fastrl.checkpoint import Checkpoint, check_resumable, find_checkpoint
+from fastrl.checkpoint import Checkpoint, find_checkpoint
 from fastrl.config import MainConfig, load_config
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
+from fastrl.resume import check_resumable
 
 
 @dataclass

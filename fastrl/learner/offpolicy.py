@@ -12,15 +12,21 @@ neither trains on a starved buffer nor lets collection run arbitrarily far ahead
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from fastrl.algos.base import DataMode
+from fastrl.algos.base import ReplayUpdate
 from fastrl.config import MainConfig
+from fastrl.core.timing import StageTimer
+from fastrl.learner.feeds import Batch
+from fastrl.learner.report import ReportWindow
 from fastrl.memory.layout import storage_of
 from fastrl.memory.ring import Ring
+from fastrl.plan import RunPlan
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer, linear_schedule
+from fastrl.resume import savez
 
 
 class RateLimiter:
@@ -55,17 +61,6 @@ class RateLimiter:
         return int(min(max(sampled, owed - self.error), owed + self.error))
 
 
-def replay_shape(cfg: MainConfig) -> dict | None:
-    """The settings that shape a run's replay buffer (None on-policy): a checkpoint's buffer
-    can only be resumed into a run with the same ones."""
-    if cfg.algo.algorithm.data is not DataMode.REPLAY:
-        return None
-    rc = cfg.algo.replay
-    return {"capacity": rc.capacity, "n_step": rc.n_step, "gamma": cfg.algo.gamma,
-            "prioritized": rc.prioritized, "alpha": rc.alpha if rc.prioritized else None,
-            "num_envs": cfg.total_envs}
-
-
 def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
     """The replay buffer ``cfg.algo.replay`` describes, sized from the env spaces."""
     rc = cfg.algo.replay
@@ -79,30 +74,58 @@ def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
 
 
 class ReplayFeed:
-    """Moves slots from the rings into the replay buffer and draws training batches, as the
-    rate limiter allows."""
+    """``DataMode.REPLAY``'s feed (fastrl.learner.feeds): moves slots from the rings into
+    the replay buffer and draws training batches, as the rate limiter allows."""
 
-    def __init__(self, cfg: MainConfig, obs_space, act_space, rings: list[Ring],
-                 device: torch.device, seed: int) -> None:
+    def __init__(self, plan: RunPlan, rings: list[Ring], update: ReplayUpdate,
+                 device: torch.device, window: ReportWindow, timer: StageTimer) -> None:
+        cfg = plan.cfg
         rc, infra = cfg.algo.replay, cfg.infra
-        self.cfg, self.rings, self.device = cfg, rings, device
-        self.buffer = make_buffer(cfg, obs_space, act_space)
+        self.cfg, self.rings, self.update, self.device = cfg, rings, update, device
+        self.window, self.timer = window, timer
+        self.buffer = make_buffer(cfg, plan.obs_space, plan.act_space)
         self.slot_steps = infra.rollout_len * infra.envs_per_worker
         self.limiter = RateLimiter(rc.batch_size * rc.updates_per_step,
                                    max(rc.learning_starts, rc.batch_size),
                                    rc.batch_size * rc.updates_per_step * rc.max_ahead_steps,
                                    rc.batch_size, self.slot_steps)
         self.beta = linear_schedule(rc.beta, 1.0, cfg.algo.total_steps)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(cfg.seed)
         self.inserted = 0  # env steps ingested (the limiter's inserts; the global step)
         self.sampled = 0  # transitions drawn for training
         self._batch: dict[str, np.ndarray] | None = None
         self._turn = 0  # the ring whose slot is ingested next
 
-    def ingest(self, note: Callable[[dict[str, np.ndarray]], None]) -> int:
+    def poll(self, version: int, step: int) -> Batch | None:
+        """Ingest the slots the limiter admits, then sample a batch if it admits one; None
+        when neither was possible."""
+        with self.timer.stage("update_dataset"):
+            ingested = self.ingest(version)
+            data = self.sample() if self.can_train() else None
+        return Batch(ingested, data) if ingested or data is not None else None
+
+    def ready(self) -> bool:
+        """A slot may be ingested or a batch sampled now."""
+        return self.can_ingest() or self.can_train()
+
+    def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
+        """One gradient step on the sampled batch, then its new priorities (the algorithm
+        keeps its own learning rates)."""
+        if batch.data is None:
+            return None
+        with self.timer.stage("train"):
+            stats, td_abs = self.update.update(batch.data)
+        with self.timer.stage("update_dataset"):
+            self.update_priorities(td_abs)
+        return stats
+
+    def overlap(self, version: int, step: int, stage_next: bool) -> None:
+        """Nothing: the next sample needs the new priorities first."""
+
+    def ingest(self, version: int) -> int:
         """Copy ready slots into the buffer, and release them, while the limiter admits them
-        and ``algo.total_steps`` is not reached; returns the env steps ingested. ``note``
-        sees each slot first (the learner's episode and policy-lag statistics).
+        and ``algo.total_steps`` is not reached; returns the env steps ingested. The report
+        window sees each slot first (its episodes; its lag behind weights ``version``).
 
         The rings take turns, one slot each, and the turn carries over to the next call:
         draining the first ring while the limiter admits would starve the others (their
@@ -120,7 +143,7 @@ class ReplayFeed:
             if self.cfg.infra.check_slots:
                 ring.verify()
             self.buffer.add_slot(slot)
-            note(slot)
+            self.window.note_slots(slot, version, self.inserted)
             ring.release()
             self.inserted += self.slot_steps
             steps += self.slot_steps
@@ -142,18 +165,25 @@ class ReplayFeed:
         """True when some ring has a slot to ingest now."""
         return any(self._admits(r) for r in self.rings)
 
-    def restore(self, state: dict, replay: dict) -> None:
-        """Continue from a checkpoint: the buffer's arrays (``replay``, as saved by its
-        ``state_dict``) and the counters and sampling RNG in ``state``."""
-        self.buffer.load_state_dict(replay)
-        self.inserted = state["inserted"]
-        self.sampled = self.limiter.rebase(self.inserted, state["sampled"])
-        self.rng.bit_generator.state = state["rng"]
-
     def state(self) -> dict:
-        """The counters and sampling RNG that :meth:`restore` takes back."""
-        return {"inserted": self.inserted, "sampled": self.sampled,
-                "rng": self.rng.bit_generator.state}
+        """The counters and sampling RNG (under ``replay``)."""
+        return {"replay": {"inserted": self.inserted, "sampled": self.sampled,
+                           "rng": self.rng.bit_generator.state}}
+
+    def files(self) -> dict[str, Callable[[Path], None]]:
+        """``replay.npz``: the buffer's arrays, copied now."""
+        replay = self.buffer.state_dict()  # (copies)
+        return {"replay.npz": lambda p: savez(p, replay)}
+
+    def restore(self, state: dict, folder: Path) -> None:
+        """Continue from a checkpoint: the buffer's arrays and the counters and sampling
+        RNG that :meth:`state` saved."""
+        with np.load(folder / "replay.npz") as replay:
+            self.buffer.load_state_dict(dict(replay))
+        counters = state["replay"]
+        self.inserted = counters["inserted"]
+        self.sampled = self.limiter.rebase(self.inserted, counters["sampled"])
+        self.rng.bit_generator.state = counters["rng"]
 
     def sample(self) -> dict[str, torch.Tensor]:
         """One training batch on the learner's device (valid until the next sample)."""
@@ -166,7 +196,6 @@ class ReplayFeed:
         self._batch = batch
         return {k: torch.from_numpy(batch[k]).to(self.device)
                 for k in ("obs", "action", "reward", "next_obs", "done", "discount", "weights")}
-
     def update_priorities(self, td_abs: torch.Tensor) -> None:
         """New priorities for the last batch (prioritized replay only)."""
         if isinstance(self.buffer, PrioritizedReplayBuffer):

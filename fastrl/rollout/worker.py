@@ -27,6 +27,7 @@ from fastrl.core.process import (
 )
 from fastrl.core.timing import StageTimer
 from fastrl.envs.source import EnvContractError, EnvError, env_seeds
+from fastrl.memory.control import RunControl
 from fastrl.memory.ring import (
     ACT_NS,
     ENV_NS,
@@ -46,6 +47,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.actors import RandomActor
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
+from fastrl.resume import load_parked, park_blob
 from fastrl.rollout.collector import Collector
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
@@ -65,6 +67,7 @@ class WorkerSpec:
     worker_id: int
     ring_name: str
     weights_name: str
+    control_name: str
     run_dir: str
     parent_pid: int
     incarnation: int = 0
@@ -109,26 +112,6 @@ def _terminate_on_request(ring: Ring) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-#: Modules whose classes parked states (worker-<i>.pkl) name, by their former path: a
-#: checkpoint written before they moved still resumes.
-MOVED_MODULES = {"fastrl.rollout.envs": "fastrl.envs.source",
-                 "fastrl.rollout.actors": "fastrl.models.actors"}
-
-
-class _ParkedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
-        return super().find_class(MOVED_MODULES.get(module, module), name)
-
-
-def load_parked(path: str | None) -> dict | None:
-    """The worker state a parked file holds (our own checkpoint, its checksum verified), or
-    None for no file."""
-    if path is None:
-        return None
-    with open(path, "rb") as f:
-        return _ParkedUnpickler(f).load()
-
-
 def weights_needed(plan: RunPlan, seq: int) -> int:
     """The oldest weights version slot ``seq`` may be collected with, by the algorithm's
     data mode (:meth:`fastrl.algos.base.Algorithm.weights_needed`)."""
@@ -138,9 +121,10 @@ def weights_needed(plan: RunPlan, seq: int) -> int:
 def _worker_loop(spec: WorkerSpec) -> None:
     plan = spec.plan
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
+    control_shm = attach(spec.control_name)
     ring = Ring(ring_shm.buf, plan.layout, plan.cfg.infra.ring_slots)
     worker = RolloutWorker(spec, ring, SharedWeights(weights_shm.buf, plan.num_params),
-                           state=load_parked(spec.resume_state))
+                           RunControl(control_shm.buf), state=load_parked(spec.resume_state))
     _terminate_on_request(ring)
     try:
         while True:
@@ -164,10 +148,11 @@ class RolloutWorker:
     """
 
     def __init__(self, spec: WorkerSpec, ring: Ring, weights: SharedWeights,
-                 timer: StageTimer | None = None, state: dict | None = None) -> None:
+                 control: RunControl, timer: StageTimer | None = None,
+                 state: dict | None = None) -> None:
         plan = spec.plan
         cfg, infra = plan.cfg, plan.cfg.infra
-        self.spec, self.ring, self.weights = spec, ring, weights
+        self.spec, self.ring, self.weights, self.control = spec, ring, weights, control
         self.timer = timer or StageTimer()
         n = infra.envs_per_worker
         # n env seeds plus one for this process's action sampling, all from the run seed
@@ -208,7 +193,7 @@ class RolloutWorker:
         """Beat (every wait loop calls this: a waiting worker is alive too); True once the
         run is over."""
         self.beat()
-        return self.weights.run_over()
+        return self.control.run_over()
 
     def ready(self) -> bool:
         """True when a slot is free and the weights it must be collected with exist."""
@@ -266,7 +251,7 @@ class RolloutWorker:
         state = {"write_seq": self.ring.write_seq, "collector": self.collector.state(),
                  "rng": rng_state()}
         try:
-            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+            return park_blob(state)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
             print(f"fastrl worker {self.spec.worker_id}: its envs cannot be pickled ({e}); a "
                   "resumed run will start them on fresh episodes", file=sys.stderr)

@@ -69,7 +69,7 @@ class Watchdog:
         proc = self.children["learner"]
         code = proc.exitcode
         if code is None:
-            fault = self.heartbeat_fault("learner", self.memory.weights.last_beat(),
+            fault = self.heartbeat_fault("learner", self.memory.control.last_beat(),
                                          self.cfg.infra.learner_timeout_s, "learner_timeout_s")
             if fault is None:
                 return
@@ -95,20 +95,20 @@ class Watchdog:
         """Restart every worker that crashed, exited early or hangs (``start_worker(i)``
         starts worker ``i`` again on its ring); retire those that ended with the run; mark
         the workers parked once none runs after the run is over."""
-        weights, n = self.memory.weights, self.cfg.infra.num_workers
+        control, n = self.memory.control, self.cfg.infra.num_workers
         for i in range(n):
             name = f"worker {i}"
             if name in self.retired:
                 continue
             proc = self.children[name]
-            if proc.exitcode == 0 and weights.run_over():  # exit code first: no race
+            if proc.exitcode == 0 and control.run_over():  # exit code first: no race
                 self.retired.add(name)
                 continue
             fault = self.worker_fault(i)
             if fault is not None:
                 self.replace_worker(i, fault, logger, step, start_worker)
-        if weights.run_over() and len(self.retired) == n and not weights.parked():
-            weights.mark_parked()
+        if control.run_over() and len(self.retired) == n and not control.parked():
+            control.mark_parked()
 
     def worker_fault(self, i: int) -> str | None:
         """Why worker ``i`` must be replaced, or None while it is healthy."""
@@ -177,7 +177,7 @@ class Watchdog:
         self.retired.add(name)
         self.failure = failure
         logger.event(step, event)
-        self.memory.weights.request_stop()
+        self.memory.control.request_stop()
 
     def end_worker(self, i: int) -> None:
         """SIGTERM (which a worker obeys only when its ring's TERMINATE word is set), then

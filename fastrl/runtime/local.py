@@ -28,7 +28,8 @@ class LocalRuntime(Runtime):
         memory = run.memory
         self.metrics = run.children.ctx.Queue()
         run.children.spawn("learner", run_learner, LearnerSpec(
-            run.plan, memory.ring_names, memory.weights_name, str(run.run_dir),
+            run.plan, memory.ring_names, memory.weights_name, memory.control_name,
+            str(run.run_dir),
             run.children.parent_pid(), run.resume, evaluate_elsewhere=True), self.metrics)
         for i in range(run.plan.cfg.infra.num_workers):
             self.start_worker(run, i, run.worker_states.get(i))
@@ -39,13 +40,14 @@ class LocalRuntime(Runtime):
         when given."""
         memory = run.memory
         run.children.spawn(f"worker {i}", run_worker, WorkerSpec(
-            run.plan, i, memory.ring_names[i], memory.weights_name, str(run.run_dir),
-            run.children.parent_pid(), memory.rings[i].get(INCARNATION), parked))
+            run.plan, i, memory.ring_names[i], memory.weights_name, memory.control_name,
+            str(run.run_dir), run.children.parent_pid(), memory.rings[i].get(INCARNATION),
+            parked))
 
     def watch(self, run: RunState) -> None:
         """Forward metrics until the learner reports its result; restart failed workers;
         evaluate checkpoints; raise :class:`ChildFailed` when the run cannot go on."""
-        weights, events = run.memory.weights, run.events
+        control, events = run.memory.control, run.events
         stop_deadline = None
         while events.final is None:
             self.drain(run, POLL_S)
@@ -54,8 +56,8 @@ class LocalRuntime(Runtime):
             run.evals.poll()
             run.periodic.poll()
             if run.stop.requested() and stop_deadline is None:
-                weights.request_stop()
-            if weights.stop_requested() and stop_deadline is None:
+                control.request_stop()
+            if control.stop_requested() and stop_deadline is None:
                 stop_deadline = time.monotonic() + GRACEFUL_EXIT_S
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 failure = run.watchdog.failure

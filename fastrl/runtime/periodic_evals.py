@@ -8,8 +8,9 @@ logged as the learner's own evaluations were (``eval``: console, TensorBoard, ev
 callbacks). While one runs, only the newest request waits: an older one is skipped, and
 said so. When the learner evaluates its last weights itself, at the end of a run, the one
 running is ended: its result would come after a newer one. An evaluation that reaches
-``algo.target_return`` marks the run solved in the weights segment; the learner then ends
-the run with those weights.
+``algo.target_return`` marks the run solved in the run's control block (the verdict:
+fastrl.memory.control); the learner then ends the run with those weights
+(fastrl.learner.evaluations).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import torch
 from fastrl.checkpoint import describe_latest
 from fastrl.core.process import become_child, read_crash, report_crash
 from fastrl.eval.harness import SeedSuite, evaluate
+from fastrl.memory.control import RunControl
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped
-from fastrl.memory.weights import SharedWeights
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.runtime.children import KILL_WAIT_S, PERIODIC_EVAL, Children
@@ -37,20 +38,20 @@ from fastrl.telemetry.events import RunEvents
 
 
 def run_periodic_eval(parent_pid: int, plan: RunPlan, params: np.ndarray, run_dir: str,
-                      weights_name: str, results: Connection) -> None:
+                      control_name: str, results: Connection) -> None:
     """Process entry point: evaluate the policy of ``plan`` with weights ``params`` and
     send the summary (fastrl.eval.harness.summarize) to ``results``. Every step beats
-    ``EVAL_BEAT`` in the run's weights segment (``weights_name``) and looks at its stop
+    ``EVAL_BEAT`` in the run's control block (``control_name``) and looks at its stop
     flag (then it exits 0, sending nothing). Exit 1 with a crash report on error."""
     become_child(parent_pid)
     torch.set_num_threads(1)  # beside the learner and workers, on their cores
     try:
-        shm = attach(weights_name)
-        weights = SharedWeights(shm.buf, plan.num_params)
+        shm = attach(control_name)
+        control = RunControl(shm.buf)
 
         def should_stop() -> bool:
-            weights.beat_eval(time.monotonic_ns())
-            return weights.stop_requested()
+            control.beat_eval(time.monotonic_ns())
+            return control.stop_requested()
 
         policy = plan.policy()
         load_flat_params(policy, params)
@@ -66,7 +67,7 @@ def run_periodic_eval(parent_pid: int, plan: RunPlan, params: np.ndarray, run_di
 
 class PeriodicEvals:
     """Evaluates the weights the learner sends (:meth:`request`), one process at a time,
-    and logs each result through ``events``; marks the run's weights segment solved when
+    and logs each result through ``events``; marks the run solved in its control block when
     one reaches the target return, and starts no more. ``last`` is the newest result."""
 
     def __init__(self, plan: RunPlan, run_dir: str, children: Children, events: RunEvents,
@@ -96,12 +97,12 @@ class PeriodicEvals:
                 return
             self._log(*self.running, proc)
             self.running = None
-        if self.waiting is not None and self.memory.weights.solved_step() is None:
+        if self.waiting is not None and self.memory.control.solved_step() is None:
             (step, params), self.waiting = self.waiting, None
             receive, send = self.children.ctx.Pipe(duplex=False)
-            self.memory.weights.start_eval(step)
+            self.memory.control.start_eval(step)
             self.children.spawn(PERIODIC_EVAL, run_periodic_eval, self.children.parent_pid(),
-                                self.plan, params, self.run_dir, self.memory.weights_name,
+                                self.plan, params, self.run_dir, self.memory.control_name,
                                 send)
             send.close()  # (the child's copy is the only writer: EOF if it dies)
             self.running = (step, receive)
@@ -120,7 +121,7 @@ class PeriodicEvals:
     def _check_progress(self) -> None:
         timeout = self.plan.cfg.infra.learner_timeout_s
         fault = self.watchdog.heartbeat_fault(
-            PERIODIC_EVAL, self.memory.weights.last_eval_beat(), timeout, "learner_timeout_s")
+            PERIODIC_EVAL, self.memory.control.last_eval_beat(), timeout, "learner_timeout_s")
         if fault is not None:
             self.children[PERIODIC_EVAL].kill()
             raise ChildFailed(f"the evaluation at step {self.running[0]:,}: {fault}\n"
@@ -143,4 +144,4 @@ class PeriodicEvals:
         self.events.put(("eval", step, result))
         target = self.plan.cfg.algo.target_return
         if target is not None and result["return_mean"] >= target:
-            self.memory.weights.mark_solved(step)
+            self.memory.control.mark_solved(step)

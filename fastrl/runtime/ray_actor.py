@@ -19,6 +19,7 @@ import torch
 
 from fastrl.core.process import crash_text
 from fastrl.envs.contract import EnvError
+from fastrl.memory.control import RunControl
 from fastrl.memory.ring import WAIT_NS, Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
@@ -72,8 +73,11 @@ class RemoteWorker:
                 ring.set(counter, value)
             weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(
                 plan.num_params))), plan.num_params)
-            spec = WorkerSpec(plan, self.worker_id, "", "", "", os.getpid(), self.incarnation)
-            self.worker = RolloutWorker(spec, ring, weights,
+            spec = WorkerSpec(plan, self.worker_id, "", "", "", "", os.getpid(),
+                              self.incarnation)
+            # (a run of its own that never stops: the driver ends it with finish())
+            control = RunControl(memoryview(bytearray(RunControl.nbytes())))
+            self.worker = RolloutWorker(spec, ring, weights, control,
                                         state=pickle.loads(parked) if parked else None)
             import ray  # (this runs in a Ray actor)
 

@@ -44,6 +44,7 @@ from fastrl.checkpoint import describe_latest, parked_path
 from fastrl.core.files import DiskFull, write_atomically
 from fastrl.core.forkserver import STOP_SIGNALS
 from fastrl.core.process import write_crash
+from fastrl.memory.control import RunControl
 from fastrl.memory.ring import HEARTBEAT_NS, INCARNATION, READ_SEQ, VERSION_SEEN, WAIT_NS, Ring
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
@@ -125,9 +126,11 @@ class RayWorkers:
     relay thread that moves their slots into ``rings`` and the learner's weights to them."""
 
     def __init__(self, plan: RunPlan, run_dir: Path, rings: list[Ring],
-                 weights: SharedWeights, stopping: Callable[[], bool]) -> None:
+                 weights: SharedWeights, control: RunControl,
+                 stopping: Callable[[], bool]) -> None:
         self.ray = ray = import_ray()
         self.plan, self.run_dir, self.rings, self.weights = plan, Path(run_dir), rings, weights
+        self.control = control
         self.handles: dict[int, ActorHandle] = {}
         self._started: list[ActorHandle] = []  # started since the last take_started()
         self._lock = threading.RLock()  # handles and rings: the relay vs the supervisor
@@ -286,7 +289,7 @@ class RayWorkers:
         """Put the learner's newest weights into the object store, once per version and
         only when some actor has yet to get them."""
         def stop() -> bool:  # (a learner that died mid-write leaves the seqlock odd)
-            return self._closing.is_set() or self.weights.run_over()
+            return self._closing.is_set() or self.control.run_over()
 
         version = self.weights.version(stop)
         behind = any(h.started and h.is_alive() and h.version_sent < version
@@ -301,7 +304,7 @@ class RayWorkers:
         if not handle.is_alive() or not handle.started:
             return
         ring, now = self.rings[handle.worker_id], time.monotonic_ns()
-        if self.weights.run_over():
+        if self.control.run_over():
             if not handle.calls:
                 self._end_wait(handle, ring, now)
                 handle.calls.append((handle.actor.finish.remote(), "finish"))
@@ -406,7 +409,7 @@ class RayRuntime(LocalRuntime):
     def execute(self, run: RunState) -> None:
         """Connect to Ray and place the workers, then run as ``local``."""
         self.workers = RayWorkers(run.plan, run.run_dir, run.memory.rings, run.memory.weights,
-                                  run.stop.requested)
+                                  run.memory.control, run.stop.requested)
         super().execute(run)
 
     def start_worker(self, run: RunState, i: int, parked: str | None = None) -> None:

@@ -117,10 +117,10 @@ class Supervisor:
         logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps,
                                start_step)
         watchdog = Watchdog(self.cfg, self.run_dir, memory, children, stopping=lambda: (
-            memory.weights.run_over() or stop.signal is not None or stop.asked))
+            memory.control.run_over() or stop.signal is not None or stop.asked))
         events = self._events = RunEvents(
             logger, self.callbacks, lambda: watchdog.health(not runtime.in_process), start_step,
-            lambda: memory.weights.learner_step() if memory.weights is not None else 0)
+            lambda: memory.control.learner_step() if memory.control is not None else 0)
         evals = CheckpointEvals(plan, self.run_dir, children, events, stop.requested,
                                 lambda: stop.forced)
         periodic = PeriodicEvals(plan, str(self.run_dir), children, events, memory, watchdog)
@@ -147,8 +147,8 @@ class Supervisor:
                 raise
             finally:
                 stop.in_user_code = False
-                if memory.weights is not None:
-                    memory.weights.request_stop()
+                if memory.control is not None:
+                    memory.control.request_stop()
                 children.stop_all(grace, lambda: stop.forced)
                 children.clear()
                 try:

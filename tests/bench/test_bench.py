@@ -16,7 +16,7 @@ from fastrl.bench.measure import Snapshot, skipped, summarize
 from fastrl.bench.peers import envpool_atari
 from fastrl.bench.report import plot_scaling
 from fastrl.envs.atari import AtariSettings
-from fastrl.memory.weights import SharedWeights
+from fastrl.memory.control import RunControl
 from fastrl.plan import plan_run
 
 
@@ -120,15 +120,14 @@ def test_synthetic_slot_is_valid_for_the_spaces(env_id):
 
 def test_loopback_ring_keeps_every_slot_published_until_the_run_is_over():
     plan = plan_run(learner_config("learner", "CartPole-v1", {}, 1, 2, 4, 2))
-    weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(plan.num_params))),
-                            plan.num_params)
+    control = RunControl(memoryview(bytearray(RunControl.nbytes())))
     slot = synthetic_slot(plan)
-    ring = LoopbackRing.filled(plan.layout, 3, weights, slot)
+    ring = LoopbackRing.filled(plan.layout, 3, control, slot)
     for _ in range(10):  # far more releases than slots
         assert ring.occupancy() == 3
         np.testing.assert_array_equal(ring.read_slot()["obs"], slot["obs"])
         ring.release()
-    weights.request_stop()
+    control.request_stop()
     for left in (3, 2, 1):  # the workers are gone: what is published drains
         assert ring.occupancy() == left
         ring.release()

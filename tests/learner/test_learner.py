@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastrl.learner.learner import drop_stale, take_turns
+from fastrl.learner.feeds import drop_stale, take_turns
 from fastrl.memory.layout import Field, SlotLayout
 from fastrl.memory.ring import Ring
 

@@ -37,12 +37,3 @@ def test_version_before_first_write_and_read_guard():
     out = np.empty(4, np.float32)
     assert w.read_into(out) == 7 and w.version() == 7
     assert np.array_equal(out, np.arange(4))
-
-
-def test_the_learner_s_step_count_is_read_between_its_reports():
-    w = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(4))), 4)
-    assert w.learner_step() == 0
-    w.write(np.ones(4, np.float32), 3)
-    w.record_step(2048)
-    assert w.learner_step() == 2048 and w.version() == 3  # (a word of its own)
-    assert np.array_equal(w.params, np.ones(4))

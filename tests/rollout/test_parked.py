@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 from fastrl.envs.source import EnvGroup, env_seeds
-from fastrl.rollout.worker import MOVED_MODULES, load_parked
+from fastrl.resume import MOVED_MODULES, load_parked
 
 
 def test_a_parked_state_naming_a_moved_module_loads(tmp_path):
