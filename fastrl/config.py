@@ -20,26 +20,8 @@ from fastrl.algos.base import Algorithm, DataMode, ReplayConfig
 from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
-from fastrl.envs.atari import AtariSettings
+from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
-
-
-@dataclass
-class EnvConfig:
-    """Which environment the workers step."""
-
-    id: str = setting("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module "
-                      "first); with fn or vector_fn, the run's name for the env")
-    kwargs: dict[str, Any] = setting({}, "keyword arguments passed to gymnasium.make, fn or "
-                                     "vector_fn")
-    fn: str = setting("", "import string 'package.module:make_env' of a Gymnasium-API env "
-                      "factory, called as make_env(**kwargs), instead of gymnasium.make(id)")
-    vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched "
-                             "simulator factory, called as make_sim(seeds, **kwargs) "
-                             "(fastrl.envs.BatchedEnv)")
-    clip_rewards: bool = setting(False, "train on the sign of every reward (Atari's usual "
-                                 "clipping); returns are logged and evaluated unclipped")
-    atari: AtariSettings = field(default_factory=AtariSettings)
 
 
 @dataclass

@@ -366,7 +366,6 @@ def write_versions(name: str, size: int, versions: int) -> None:
     for v in range(1, versions + 1):
         w.write(np.full(size, v, np.float32), v)
         time.sleep(50e-6)  # let the reader in between writes too, not only during them
-    w.request_stop()
 
 
 def checkpoint_folders(run_dir: Path) -> list[Path]:

@@ -7,17 +7,12 @@ no clipping, no minibatches. Advantages and bootstrapping are PPO's (GAE with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from fastrl.algos.base import Algorithm, DataMode, changed_from_default, set_lr
+from fastrl.algos.base import Algorithm, DataMode, RunConfig, changed_from_default, set_lr
 from fastrl.algos.ppo import PPO, explained_variance, normalized
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
-
-if TYPE_CHECKING:
-    from fastrl.config import MainConfig
 
 #: PPO's keys that a2c has no use for: it takes one step on the whole batch, unclipped.
 UNUSED = ("update_epochs", "num_minibatches", "clip_coef", "clip_vloss", "target_kl")
@@ -46,7 +41,7 @@ class A2C(PPO):
                 "explained_variance": explained_variance(returns, batch["value"].flatten())}
 
 
-def check_config(cfg: MainConfig) -> None:
+def check_config(cfg: RunConfig) -> None:
     """Refuse PPO's keys that a2c would silently ignore."""
     changed = changed_from_default(cfg.algo, UNUSED)
     if changed:

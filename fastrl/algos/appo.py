@@ -12,19 +12,15 @@ policy's log-probabilities (``log_prob`` in the slot), as Sample Factory does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-from fastrl.algos.base import Algorithm, DataMode, changed_from_default
+from fastrl.algos.base import Algorithm, DataMode, RunConfig, changed_from_default
 from fastrl.algos.ppo import PPO, check_minibatches
 from fastrl.algos.vtrace import vtrace
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import setting
 from fastrl.models.families import ACTOR_CRITIC
-
-if TYPE_CHECKING:
-    from fastrl.config import MainConfig
 
 MAX_POLICY_LAG = 16  # infra.max_policy_lag of appo when unset
 
@@ -66,13 +62,13 @@ class APPO(PPO):
         return pg_adv, vs
 
 
-def batch_slots(cfg: MainConfig) -> int:
+def batch_slots(cfg: RunConfig) -> int:
     """Ring slots per update: ``algo.appo.batch_slots``, or one per worker when unset."""
     slots = cfg.algo.appo.batch_slots
     return cfg.infra.num_workers if slots is None else slots
 
 
-def check_config(cfg: MainConfig) -> None:
+def check_config(cfg: RunConfig) -> None:
     """A batch fits the rings and splits into minibatches; GAE's lambda is not set (V-trace
     has its own)."""
     check_minibatches(cfg, "algo.appo.batch_slots")

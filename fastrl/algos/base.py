@@ -14,20 +14,35 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import torch
 from torch import nn
 
+from fastrl.algos.adam import Adam
 from fastrl.core.settings import setting
+from fastrl.envs.source import EnvConfig
 from fastrl.models.actors import Actor, policy_actor
-from fastrl.models.families import PolicyFamily
+from fastrl.models.base import PolicyFamily
 from fastrl.models.numpy_actor import numpy_actor
 
-if TYPE_CHECKING:
-    from fastrl.algos.adam import Adam
-    from fastrl.config import AlgoConfig, MainConfig
+
+class RunConfig(Protocol):
+    """The run's config as a plug-in's rules read it: fastrl.config.RunConfig, which is
+    assembled above this layer from the plug-ins' sections, so plug-ins name it by what
+    they read. ``algo`` is fastrl.config.AlgoConfig: the keys every algorithm may read
+    (fastrl.config.AlgoSettings) and one section per plug-in (``algo.<name>``,
+    ``algo.replay``); ``infra`` is fastrl.config.InfraConfig."""
+
+    env: EnvConfig
+    algo: Any
+    infra: Any
+    seed: int
+
+    @property
+    def batch_slots(self) -> int:
+        """Ring slots per on-policy update."""
 
 
 class DataMode(enum.Enum):
@@ -108,18 +123,18 @@ class Algorithm:
     #: ``infra.max_policy_lag`` when unset (SYNC and ASYNC)
     default_max_policy_lag: int = 0
     #: ring slots per on-policy update (SYNC: one from every worker)
-    batch_slots: Callable[[MainConfig], int] = lambda cfg: cfg.infra.num_workers
+    batch_slots: Callable[[RunConfig], int] = lambda cfg: cfg.infra.num_workers
     #: the worker-side actor: ``make_actor(policy, act_space, seed, infra.worker_inference)``
     make_actor: Callable[[nn.Module, gym.Space, int, str], Actor] = act_with_policy
     #: called before every slot a worker fills: ``schedule(actor, cfg, worker, steps)``
     #: with the run's env steps so far (DQN's epsilon)
-    schedule: Callable[[Any, MainConfig, int, int], None] | None = None
+    schedule: Callable[[Any, RunConfig, int, int], None] | None = None
     #: how ``describe`` words the workers' actions
     actions: str = "policy samples"
     #: rules of its own on the whole config: raise ConfigError
-    check_config: Callable[[MainConfig], None] | None = None
+    check_config: Callable[[RunConfig], None] | None = None
     #: (minibatches, epochs) of one on-policy update, for ``describe``
-    minibatches: Callable[[AlgoConfig], tuple[int, int]] | None = None
+    minibatches: Callable[[Any], tuple[int, int]] | None = None
 
     @property
     def trains(self) -> bool:
@@ -156,9 +171,9 @@ class ReplayConfig:
         "it, before one side waits for the other", gt=0)
 
 
-def changed_from_default(algo: AlgoConfig, names: Iterable[str]) -> list[str]:
-    """Those of the ``algo`` config's fields ``names`` set to other than their default (an
-    algorithm refuses the keys it would ignore)."""
+def changed_from_default(algo: Any, names: Iterable[str]) -> list[str]:
+    """Those of the fields ``names`` of the ``algo`` config section (RunConfig.algo) set to
+    other than their default (an algorithm refuses the keys it would ignore)."""
     defaults = {f.name: f.default for f in fields(algo)}
     return [name for name in names if getattr(algo, name) != defaults[name]]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,13 +19,10 @@ from gymnasium import spaces
 from torch import nn
 
 from fastrl.algos.adam import Adam
-from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
+from fastrl.algos.base import Algorithm, DataMode, RunConfig, polyak, set_lr
 from fastrl.core.settings import setting
 from fastrl.models.families import Q_NETWORK
 from fastrl.models.qnet import QNetwork
-
-if TYPE_CHECKING:
-    from fastrl.config import AlgoConfig, MainConfig
 
 
 @dataclass
@@ -50,7 +47,7 @@ class DQNConfig:
 class DQN:
     """Owns the target network and the optimizer; :meth:`update` takes one gradient step."""
 
-    def __init__(self, q: QNetwork, cfg: AlgoConfig) -> None:
+    def __init__(self, q: QNetwork, cfg: Any) -> None:
         self.q = q
         self.cfg = cfg
         self.target = copy.deepcopy(q).requires_grad_(False)
@@ -135,7 +132,7 @@ def apex_epsilon(cfg: DQNConfig, worker: int, num_workers: int, step: int,
     return cfg.eps_start + progress * (final - cfg.eps_start)
 
 
-def schedule_epsilon(actor: EpsilonGreedy, cfg: MainConfig, worker: int, steps: int) -> None:
+def schedule_epsilon(actor: EpsilonGreedy, cfg: RunConfig, worker: int, steps: int) -> None:
     """Set worker ``worker``'s epsilon for the run's env step ``steps``."""
     actor.epsilon = apex_epsilon(cfg.algo.dqn, worker, cfg.infra.num_workers, steps,
                                  cfg.algo.total_steps)

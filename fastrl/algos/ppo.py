@@ -8,19 +8,16 @@ bootstraps from the value of the final observation.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import nn
 
 from fastrl.algos.adam import Adam
-from fastrl.algos.base import Algorithm, DataMode, set_lr
+from fastrl.algos.base import Algorithm, DataMode, RunConfig, set_lr
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 from fastrl.models.policy import ActorCritic
-
-if TYPE_CHECKING:
-    from fastrl.config import AlgoConfig, MainConfig
 
 
 def compute_gae(
@@ -71,7 +68,7 @@ def normalized(adv: torch.Tensor) -> torch.Tensor:
 class PPO:
     """Owns the optimizer; :meth:`update` trains the policy on one batch."""
 
-    def __init__(self, policy: ActorCritic, cfg: AlgoConfig) -> None:
+    def __init__(self, policy: ActorCritic, cfg: Any) -> None:
         self.policy = policy
         self.cfg = cfg
         self.optimizer = Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
@@ -213,7 +210,7 @@ class PPO:
         return grad_norm.detach()
 
 
-def check_minibatches(cfg: MainConfig, slots: str) -> None:
+def check_minibatches(cfg: RunConfig, slots: str) -> None:
     """``algo.num_minibatches`` splits the batch (``slots`` names what sets its slot count)
     into equal minibatches of at least 2 transitions."""
     mb = cfg.algo.num_minibatches

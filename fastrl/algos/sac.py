@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
 
 from fastrl.algos.adam import Adam
-from fastrl.algos.base import Algorithm, DataMode, polyak, set_lr
+from fastrl.algos.base import Algorithm, DataMode, RunConfig, polyak, set_lr
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import setting
 from fastrl.models.encoders import IMAGE_ENCODERS
 from fastrl.models.families import SQUASHED_GAUSSIAN
 from fastrl.models.sac import SquashedGaussianActor, TwinQ
-
-if TYPE_CHECKING:
-    from fastrl.config import AlgoConfig, MainConfig
 
 
 @dataclass
@@ -41,7 +38,7 @@ class SAC:
     """Owns the critics, their targets, the entropy coefficient and the optimizers;
     :meth:`update` takes one critic, actor and temperature step."""
 
-    def __init__(self, actor: SquashedGaussianActor, critic: TwinQ, cfg: AlgoConfig) -> None:
+    def __init__(self, actor: SquashedGaussianActor, critic: TwinQ, cfg: Any) -> None:
         sac = cfg.sac
         self.actor, self.critic, self.cfg = actor, critic, cfg
         self.target = copy.deepcopy(critic).requires_grad_(False)
@@ -121,7 +118,7 @@ class SAC:
         set_lr(self.alpha_opt, self.cfg.sac.q_lr)
 
 
-def check_config(cfg: MainConfig) -> None:
+def check_config(cfg: RunConfig) -> None:
     """Refuse an encoder SAC's networks do not have: they read flat observations."""
     if cfg.algo.encoder in IMAGE_ENCODERS:
         raise ConfigError(f"config key 'algo.encoder={cfg.algo.encoder}' does not apply to "

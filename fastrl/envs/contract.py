@@ -8,7 +8,7 @@ A violation names the env, the field, what was expected and what came.
 
 :func:`check_env` holds an env to this contract for a few dozen steps before any process
 starts; workers keep checking what they can afford on every step (see
-:class:`~fastrl.envs.source.EnvGroup` and :func:`check_batch_arrays`).
+:class:`~fastrl.envs.source.EnvGroup` and :func:`fastrl.envs.errors.check_batch_arrays`).
 """
 
 from __future__ import annotations
@@ -17,67 +17,15 @@ import contextlib
 import copy
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils.env_checker import data_equivalence
 
-from fastrl.core.errors import ExplainedError
+from fastrl.envs.errors import EnvContractError, contract_violation
+from fastrl.envs.source import EnvSource
 from fastrl.memory.layout import storage_of
-
-if TYPE_CHECKING:  # fastrl.envs.source imports this module
-    from fastrl.envs.source import EnvSource
-
-
-class EnvError(ExplainedError, ValueError):
-    """An env that cannot be made, or that breaks the contract of its declared spaces."""
-
-
-class EnvContractError(EnvError):
-    """An env returned something that does not match its declared spaces."""
-
-
-def describe_value(value: object) -> str:
-    """``float32 array of shape (3,)`` / ``int 5``: what came, for an error message."""
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype} array of shape {value.shape}"
-    if isinstance(value, np.generic):
-        return f"numpy {type(value).__name__} {value!r}"
-    return f"{type(value).__name__} {value!r}"[:120]
-
-
-def contract_violation(env_id: str, where: str, field: str, expected: str,
-                       got: object) -> EnvContractError:
-    """The error for one broken field: env, call, field, what was expected and got."""
-    return EnvContractError(f"env {env_id!r} broke the env contract in {where}: {field} "
-                            f"should be {expected}, got {describe_value(got)}")
-
-
-def check_batch_arrays(env_id: str, where: str, n: int, obs_shape: tuple[int, ...],
-                       obs_dtype: np.dtype, obs: object, reward: object = None,
-                       terminated: object = None, truncated: object = None) -> None:
-    """Check one batched ``reset`` (``obs`` only) or ``step`` result of ``n`` envs: arrays of
-    the right shapes and dtypes, bool flags, finite rewards. Costs a few attribute reads
-    (and one ``isfinite`` over ``n`` rewards), so workers run it on every step."""
-    want = (n, *obs_shape)
-    if not isinstance(obs, np.ndarray) or obs.shape != want or obs.dtype != obs_dtype:
-        raise contract_violation(env_id, where, "obs", f"a {obs_dtype} array of shape {want}",
-                                 obs)
-    if reward is None:
-        return
-    if not isinstance(reward, np.ndarray) or reward.shape != (n,) or \
-            reward.dtype.kind not in "fiu":
-        raise contract_violation(env_id, where, "reward", f"a real-valued array of shape "
-                                 f"({n},)", reward)
-    if not np.isfinite(reward).all():
-        bad = int(np.flatnonzero(~np.isfinite(reward))[0])
-        raise contract_violation(env_id, where, f"reward[{bad}]", "a finite number",
-                                 reward[bad].item())
-    for name, flags in (("terminated", terminated), ("truncated", truncated)):
-        if not isinstance(flags, np.ndarray) or flags.shape != (n,) or flags.dtype != np.bool_:
-            raise contract_violation(env_id, where, name, f"a bool array of shape ({n},)",
-                                     flags)
 
 
 def check_env(source: EnvSource, seed: int, steps: int = 64) -> None:

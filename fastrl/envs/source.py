@@ -1,4 +1,5 @@
-"""A group of single Gymnasium envs stepped in lockstep, reset by hand.
+"""Env sources: the ``env`` config section, and a group of single Gymnasium envs stepped in
+lockstep, reset by hand.
 
 fastrl does not use Gymnasium's vector envs here: their default next-step autoreset turns
 the step after an episode end into a fake transition (the action ignored, reward 0). Resetting
@@ -11,15 +12,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from fastrl.core.settings import setting
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
 from fastrl.envs.atari import AtariSettings, is_atari, make_atari
 from fastrl.envs.batched import StepRows, WritesRows, copy_step, own_rows
-from fastrl.envs.contract import (
+from fastrl.envs.errors import (
     EnvContractError,
     EnvError,
     check_batch_arrays,
@@ -27,8 +29,23 @@ from fastrl.envs.contract import (
 )
 from fastrl.memory.layout import storage_of
 
-if TYPE_CHECKING:
-    from fastrl.config import EnvConfig
+
+@dataclass
+class EnvConfig:
+    """Which environment the workers step."""
+
+    id: str = setting("CartPole-v1", "gymnasium.make id ('module:Env-v0' imports module "
+                      "first); with fn or vector_fn, the run's name for the env")
+    kwargs: dict[str, Any] = setting({}, "keyword arguments passed to gymnasium.make, fn or "
+                                     "vector_fn")
+    fn: str = setting("", "import string 'package.module:make_env' of a Gymnasium-API env "
+                      "factory, called as make_env(**kwargs), instead of gymnasium.make(id)")
+    vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched "
+                             "simulator factory, called as make_sim(seeds, **kwargs) "
+                             "(fastrl.envs.BatchedEnv)")
+    clip_rewards: bool = setting(False, "train on the sign of every reward (Atari's usual "
+                                 "clipping); returns are logged and evaluated unclipped")
+    atari: AtariSettings = field(default_factory=AtariSettings)
 
 
 def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0) -> list[int]:

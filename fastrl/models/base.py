@@ -67,8 +67,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -76,21 +77,40 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from fastrl.envs.contract import EnvError
+from fastrl.envs.errors import EnvError
 from fastrl.envs.source import load_factory
 from fastrl.memory.layout import storage_of
 from fastrl.models.encoders import ObsFeatures
 from fastrl.models.policy import PolicyHead
-
-if TYPE_CHECKING:
-    from fastrl.config import AlgoConfig
-    from fastrl.models.families import PolicyFamily
 
 PROBE_BATCH = 7  # rows of the batch the contract calls run on
 
 
 class PolicyContractError(ValueError):
     """A user policy does not fit the contract of the algorithm it was given to."""
+
+
+@dataclass(frozen=True)
+class PolicyFamily:
+    """The network side of an algorithm: its built-in network, how a user's plain module
+    is wrapped into one, the contract calls the learner makes and the action spaces it
+    acts in (the families: fastrl.models.families)."""
+
+    name: str
+    #: the built-in network: ``build(obs_space, act_space, algo_config)`` (the ``algo``
+    #: config section, fastrl.config.AlgoConfig)
+    build: Callable[[gym.Space, gym.Space, Any], nn.Module]
+    #: a user's plain module as this family's policy: ``wrap(module, obs, act, algo_config)``
+    wrap: Callable[[nn.Module, gym.Space, gym.Space, Any], nn.Module]
+    #: the learner's contract calls on a probe batch, given the sampled actions
+    check_calls: Callable[[Any, torch.Tensor], None]
+    #: a plain module's forward output: ``(probe, out, action outputs, discrete)``
+    check_module_output: Callable[[Any, Any, int, bool], None]
+    #: why the family cannot act in an action space ("acts in ..."), or None when it can
+    refuse_actions: Callable[[gym.Space], str | None] = lambda space: None
+    #: actions must lie within the action space's bounds (a squashed policy)
+    bounded_actions: bool = False
+
 
 
 class BasePolicy(nn.Module):
@@ -104,7 +124,7 @@ class BasePolicy(nn.Module):
     """
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space,
-                 algo_config: AlgoConfig) -> None:
+                 algo_config: Any) -> None:
         super().__init__()
         self.obs_space, self.act_space, self.algo_config = obs_space, act_space, algo_config
         self.act_shape = tuple(act_space.shape or ())
@@ -131,7 +151,7 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
     state-independent log-std for Box actions."""
 
     def __init__(self, module: nn.Module, obs_space: gym.Space, act_space: gym.Space,
-                 algo_config: AlgoConfig) -> None:
+                 algo_config: Any) -> None:
         super().__init__(obs_space, act_space, algo_config)
         self.body = module
         self.continuous = isinstance(act_space, spaces.Box)
@@ -159,7 +179,7 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
 
 
 # --- building a user's policy -------------------------------------------------------------
-def build_policy(spec: Any, family: PolicyFamily, algo: AlgoConfig, obs_space: gym.Space,
+def build_policy(spec: Any, family: PolicyFamily, algo: Any, obs_space: gym.Space,
                  act_space: gym.Space) -> nn.Module:
     """A fresh, checked policy of this process from a user's ``spec``: a
     :class:`BasePolicy` subclass, its import string, an instance of one (copied) or a plain
@@ -200,7 +220,7 @@ def policy_class(ref: str) -> type[BasePolicy]:
     return cls
 
 
-def _construct(cls: type[BasePolicy], algo: AlgoConfig, obs_space: gym.Space,
+def _construct(cls: type[BasePolicy], algo: Any, obs_space: gym.Space,
                act_space: gym.Space) -> BasePolicy:
     try:
         return cls(obs_space, act_space, algo)

@@ -10,17 +10,13 @@ name.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-import torch
 from gymnasium import spaces
-from torch import nn
 
 from fastrl.models.base import (
     ModuleActorCritic,
+    PolicyFamily,
     check_actor_critic_calls,
     check_actor_critic_output,
     check_q_network_calls,
@@ -29,28 +25,6 @@ from fastrl.models.base import (
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
 from fastrl.models.sac import SquashedGaussianActor
-
-if TYPE_CHECKING:
-    from fastrl.config import AlgoConfig
-
-
-@dataclass(frozen=True)
-class PolicyFamily:
-    """The network side of an algorithm (see the module documentation)."""
-
-    name: str
-    #: the built-in network: ``build(obs_space, act_space, algo_config)``
-    build: Callable[[gym.Space, gym.Space, AlgoConfig], nn.Module]
-    #: a user's plain module as this family's policy: ``wrap(module, obs, act, algo_config)``
-    wrap: Callable[[nn.Module, gym.Space, gym.Space, AlgoConfig], nn.Module]
-    #: the learner's contract calls on a probe batch, given the sampled actions
-    check_calls: Callable[[Any, torch.Tensor], None]
-    #: a plain module's forward output: ``(probe, out, action outputs, discrete)``
-    check_module_output: Callable[[Any, Any, int, bool], None]
-    #: why the family cannot act in an action space ("acts in ..."), or None when it can
-    refuse_actions: Callable[[gym.Space], str | None] = lambda space: None
-    #: actions must lie within the action space's bounds (a squashed policy)
-    bounded_actions: bool = False
 
 
 def _not_discrete(space: gym.Space) -> str | None:

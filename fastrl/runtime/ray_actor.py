@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from fastrl.core.process import crash_text
-from fastrl.envs.contract import EnvError
+from fastrl.envs.errors import EnvError
 from fastrl.memory.control import RunControl
 from fastrl.memory.ring import WAIT_NS, Ring
 from fastrl.memory.weights import SharedWeights

@@ -14,6 +14,7 @@ from helpers import CONFIGS, TINY
 from fastrl.config import ConfigError, load_config
 from fastrl.describe import WIDTH, describe, human_bytes, main, render, summary
 from fastrl.learner.offpolicy import make_buffer
+from fastrl.memory.control import RunControl
 from fastrl.plan import plan_run
 
 SHIPPED = sorted(CONFIGS.glob("*.yaml"))
@@ -38,7 +39,8 @@ def test_numbers_are_the_plans(shape):
     assert buffer["slot_bytes"] == plan.layout.nbytes
     assert buffer["ring_bytes"] == plan.ring_bytes
     assert buffer["rings"] == infra.num_workers and buffer["ring_slots"] == infra.ring_slots
-    assert shm["total_bytes"] == infra.num_workers * plan.ring_bytes + plan.weights_bytes
+    assert shm["total_bytes"] == \
+        infra.num_workers * plan.ring_bytes + plan.weights_bytes + RunControl.nbytes()
     assert shm["total_bytes"] == sum(plan.shm_bytes().values())
     assert shm["segments"] == infra.num_workers + 1  # a ring per worker and the weights
     assert buffer["mode"] == "on-policy"

@@ -10,7 +10,7 @@ import pytest
 from gymnasium import spaces
 
 from fastrl.config import load_config
-from fastrl.envs.contract import EnvError
+from fastrl.envs.errors import EnvError
 from fastrl.envs.source import env_source
 
 

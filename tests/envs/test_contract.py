@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scripted_envs import BreaksContractEnv, CountSim
 
-from fastrl.envs.contract import EnvContractError, check_env
+from fastrl.envs.contract import check_env
+from fastrl.envs.errors import EnvContractError
 from fastrl.envs.source import EnvSource
 
 SEED = 7
