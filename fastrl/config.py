@@ -115,6 +115,13 @@ class InfraConfig:
         "on-policy algorithms; null: the algorithm's default, " + ", ".join(
             f"{a.default_max_policy_lag} for {a.name}" for a in ALGORITHMS.values()
             if a.data.on_policy) + "; 0 is strictly on-policy)", ge=0)
+    deterministic: bool | None = setting(
+        None, "two runs of one seed give bit-identical weights and episodes: each slot is "
+        "collected with the weights its sequence number and the lag bound fix (a worker "
+        "waits only until those are published), the learner takes slots and replay samples "
+        "in a fixed order, and the replay rate limiter decides on counts alone "
+        "(docs/training.md); null: on, except where the weights it keeps would need more "
+        "than 64 copies (infra.max_policy_lag above 63 for ppo and a2c)")
     staging_depth: int = setting(
         2, "on-policy batches staged ahead of training: on CUDA, pinned host buffers and "
         "device buffers in rotation, copied on their own stream while the batch before "

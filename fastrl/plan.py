@@ -13,6 +13,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from fastrl.algos.base import DataMode
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource, env_source
@@ -24,6 +25,91 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
+MAX_BANKS = 64  # weights kept for deterministic asynchrony, at most
+
+
+@dataclass(frozen=True)
+class SlotSchedule:
+    """Deterministic asynchrony (``infra.deterministic``): which weights every slot is
+    collected with, and the order in which the learner takes slots, as functions of
+    sequence numbers alone, so that two runs of one seed train on the same data.
+
+    Slots are numbered run-wide: worker ``i``'s slot ``s`` is ``g = s * workers + i``, and
+    the learner takes them in that order (SYNC and ASYNC: ``batch_slots`` per update, so
+    slot ``g`` trains in update ``g // batch_slots``; REPLAY: one at a time, when the rate
+    limiter admits one). The weights *key* of a slot (fastrl.memory.weights):
+
+    - SYNC: version ``s - lag`` (the weights ``lag`` updates before the one that trains on
+      the slot: the rule of the data mode);
+    - ASYNC: the version current when the slot a full ring before it (``g - delay``) was
+      taken, the newest a worker has without waiting when the rings are full; never more
+      than ``lag`` updates before the slot's own;
+    - REPLAY: ``g`` itself: the learner publishes the weights for slot ``g`` as it takes
+      slot ``g - delay``, the slot whose room ``g`` fills.
+
+    ``banks`` is how many weights the learner keeps so that none is replaced before every
+    slot that needs it is collected.
+    """
+
+    data: DataMode
+    workers: int
+    batch_slots: int
+    ring_slots: int
+    lag: int
+
+    @property
+    def delay(self) -> int:
+        """Slots the rings hold in all: a slot fills the room slot ``g - delay`` left."""
+        return self.workers * self.ring_slots
+
+    @property
+    def banks(self) -> int:
+        """Weights the learner keeps (the most a key can lag the learner's version, + 1)."""
+        if self.data is DataMode.SYNC:
+            return self.lag + 1
+        if self.data is DataMode.ASYNC:
+            return min(self.lag, -(-self.delay // self.batch_slots)) + 1
+        return self.delay + 1
+
+    def weights_key(self, worker: int, seq: int) -> int:
+        """The key of the weights worker ``worker``'s slot ``seq`` is collected with."""
+        g = seq * self.workers + worker
+        if self.data is DataMode.SYNC:
+            return max(0, seq - self.lag)
+        if self.data is DataMode.ASYNC:
+            return max(0, (g - self.delay) // self.batch_slots, g // self.batch_slots - self.lag)
+        return g
+
+    def first_seq(self, worker: int, next_slot: int) -> int:
+        """Where ring ``worker`` starts so that the learner's next slot is ``next_slot`` and
+        none before it exists (the fresh rings of a resumed run)."""
+        return (next_slot - worker + self.workers - 1) // self.workers
+
+    def next_slot(self, version: int, global_step: int, slot_steps: int) -> int:
+        """The run-wide number of the slot the learner takes next, at weights ``version``
+        and env step ``global_step``."""
+        if self.data is DataMode.REPLAY:
+            return global_step // slot_steps
+        return version * self.batch_slots
+
+
+def slot_schedule(cfg: MainConfig) -> SlotSchedule | None:
+    """The run's :class:`SlotSchedule`, or None when it is not deterministic (``none``
+    trains nothing; ``infra.deterministic`` off, or left unset where it would keep more
+    than MAX_BANKS weights)."""
+    algorithm, infra = cfg.algo.algorithm, cfg.infra
+    if not algorithm.trains or infra.deterministic is False:
+        return None
+    schedule = SlotSchedule(algorithm.data, infra.num_workers, cfg.batch_slots,
+                            infra.ring_slots, cfg.policy_lag_bound)
+    if schedule.banks <= MAX_BANKS:
+        return schedule
+    if infra.deterministic:
+        raise ConfigError(
+            f"config key 'infra.deterministic=true' keeps {schedule.banks} copies of the "
+            f"weights at infra.max_policy_lag={cfg.policy_lag_bound}; at most {MAX_BANKS}: "
+            f"lower the lag bound below {MAX_BANKS} or set infra.deterministic=false")
+    return None
 
 
 @dataclass(frozen=True)
@@ -38,6 +124,12 @@ class RunPlan:
     num_params: int
     device: str
     policy_spec: Any = None  # a user's policy (class, import string or module), see make_policy
+    schedule: SlotSchedule | None = None  # deterministic asynchrony, when on
+
+    @property
+    def weight_banks(self) -> int:
+        """Weights the weights segment keeps (fastrl.memory.weights)."""
+        return self.schedule.banks if self.schedule else 1
 
     @property
     def ring_bytes(self) -> int:
@@ -47,7 +139,7 @@ class RunPlan:
     @property
     def weights_bytes(self) -> int:
         """Bytes of the weights segment."""
-        return SharedWeights.nbytes(self.num_params)
+        return SharedWeights.nbytes(self.num_params, self.weight_banks)
 
     def shm_bytes(self) -> dict[str, int]:
         """Shared memory the run needs, by segment kind."""
@@ -113,4 +205,4 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     num_params = sum(p.numel() for p in
                      make_policy(cfg.algo, obs_space, act_space, policy).parameters())
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
-                   resolve_device(infra.device), policy)
+                   resolve_device(infra.device), policy, slot_schedule(cfg))

@@ -31,7 +31,7 @@ from fastrl.checkpoint import Checkpoint, CheckpointError, parked_path
 from fastrl.config import MainConfig, config_hash, to_yaml
 from fastrl.core.files import telling_disk_full
 from fastrl.memory.ring import INCARNATION, STEPS, WRITE_SEQ, Ring
-from fastrl.plan import RunPlan
+from fastrl.plan import RunPlan, slot_schedule
 
 #: The learner's counters and schedule, saved under these keys of ``learner.pt``.
 SCHEDULE = ("version", "global_step", "dropped_slots", "next_eval", "next_checkpoint",
@@ -46,12 +46,15 @@ MOVED_MODULES = {"fastrl.rollout.envs": "fastrl.envs.source",
 def ring_shape(cfg: MainConfig, slot_bytes: int) -> dict:
     """What saved slots and parked worker states depend on: a resumed run restores them only
     when all of it is unchanged (a lower lag bound would drop restored slots and put the
-    cursors out of step with the weights version; unstamped slots would fail a CRC check)."""
+    cursors out of step with the weights version; unstamped slots would fail a CRC check;
+    slots taken out of the deterministic order would put a deterministic run out of step
+    with its weights)."""
     infra = cfg.infra
     return {"num_workers": infra.num_workers, "envs_per_worker": infra.envs_per_worker,
             "rollout_len": infra.rollout_len, "ring_slots": infra.ring_slots,
             "max_policy_lag": cfg.policy_lag_bound, "check_slots": infra.check_slots,
-            "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs)}
+            "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs),
+            "deterministic": slot_schedule(cfg) is not None}
 
 
 def replay_shape(cfg: MainConfig) -> dict | None:
@@ -198,10 +201,21 @@ def restore_rings(ckpt: Checkpoint, rings: list[Ring], plan: RunPlan,
                     shutil.copyfile(state, states[i])
                 ring.set(INCARNATION, incarnations[i] + (state is None))
             else:
-                version = manifest["updates"]
-                ring.restore(version, version, np.empty((0, plan.layout.nbytes), np.uint8))
+                start = _fresh_start(plan, i, manifest["updates"], ckpt.global_step)
+                ring.restore(start, start, np.empty((0, plan.layout.nbytes), np.uint8))
                 ring.set(INCARNATION, max(incarnations, default=0) + 1)
     return states
+
+
+def _fresh_start(plan: RunPlan, worker: int, version: int, global_step: int) -> int:
+    """Where an empty ring of a resumed run starts: at the learner's version (a SYNC slot
+    ``k`` trains in update ``k``); deterministic, where the run-wide slot order continues
+    (fastrl.plan.SlotSchedule)."""
+    if plan.schedule is None:
+        return version
+    infra = plan.cfg.infra
+    slot = plan.schedule.next_slot(version, global_step, infra.rollout_len * infra.envs_per_worker)
+    return plan.schedule.first_seq(worker, slot)
 
 
 def parked_states(run_dir: Path | str, rings: list[Ring]) -> dict[int, Path]:

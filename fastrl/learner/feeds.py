@@ -1,11 +1,15 @@
 """Feeds: how the learner gets its batches, one class per data mode.
 
 A feed owns the slots between the rings and an update: which it waits for, which it takes
-and in what order, how it stages them, when it releases them, and how the algorithm's update
-is called on them. The learner's loop is the same for every mode (fastrl.learner.learner):
-:meth:`Feed.poll` for the next batch (None: wait until :meth:`Feed.ready`), :meth:`Feed.train`
-on it, publish the weights. A feed never calls the learner; it is handed the learner's
-weights version and env step where it needs them.
+and in what order, how it stages them, when it releases them, how the algorithm's update is
+called on them, and under which key the weights that follow are published. The learner's
+loop is the same for every mode (fastrl.learner.learner): :meth:`Feed.poll` for the next
+batch (None: wait until :meth:`Feed.ready`), :meth:`Feed.train` on it, :meth:`Feed.publish`
+the weights. A feed never calls the learner; it is handed the learner's weights version and
+env step where it needs them.
+
+With deterministic asynchrony (``infra.deterministic``: fastrl.plan.SlotSchedule) the feeds
+take slots in their run-wide order only, so the same seed trains on the same data.
 
 - :class:`SyncFeed` (``DataMode.SYNC``: ppo, a2c): one slot from every ring per update;
 - :class:`AsyncFeed` (``ASYNC``: appo): ``batch_slots`` slots from whichever rings have them,
@@ -31,7 +35,9 @@ from fastrl.learner.report import ReportWindow
 from fastrl.learner.reward_scale import ReturnScale
 from fastrl.learner.staging import StagedBatch, make_stager
 from fastrl.memory.ring import Ring
+from fastrl.memory.weights import SharedWeights
 from fastrl.models.encoders import observe_observations
+from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
 
 
@@ -53,6 +59,12 @@ class Feed(Protocol):
 
     def ready(self) -> bool:
         """:meth:`poll` would return a batch now (what the learner waits for)."""
+
+    def begin(self, version: int, step: int) -> None:
+        """Publish the learner's first weights (of ``version``, at env step ``step``)."""
+
+    def publish(self, version: int) -> None:
+        """Publish the weights of ``version``, just trained."""
 
     def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
         """Run the algorithm's update on ``batch`` and release it; its statistics, or None
@@ -103,14 +115,22 @@ def take_turns(ready: list[int], need: int, turn: int) -> tuple[list[int], int]:
     return picks, turn
 
 
+def publish_weights(weights: SharedWeights, policy: torch.nn.Module, version: int,
+                    key: int | None = None) -> None:
+    """Write ``policy``'s parameters as the weights of ``version`` (under ``key``)."""
+    weights.write(flat_params(policy), version, key)
+
+
 class OnPolicyFeed:
     """Ring slots staged on the learner's device as one time-major batch per update
     (fastrl.learner.staging); :class:`SyncFeed` and :class:`AsyncFeed` say which slots."""
 
-    def __init__(self, plan: RunPlan, rings: list[Ring], update: Any, policy: torch.nn.Module,
-                 device: torch.device, window: ReportWindow, timer: StageTimer) -> None:
+    def __init__(self, plan: RunPlan, rings: list[Ring], weights: SharedWeights, update: Any,
+                 policy: torch.nn.Module, device: torch.device, window: ReportWindow,
+                 timer: StageTimer) -> None:
         cfg = plan.cfg
         self.cfg, self.rings, self.update, self.policy = cfg, rings, update, policy
+        self.weights, self.schedule = weights, plan.schedule
         self.device, self.window, self.timer = device, window, timer
         self.stager = make_stager(plan.layout, device, cfg.infra.staging_depth)
         self.reward_scale = ReturnScale(cfg.total_envs, cfg.algo.gamma) \
@@ -119,31 +139,45 @@ class OnPolicyFeed:
         self._ahead: Batch | None = None  # the next batch, staged while an update ran
         self._occupancy = 0.0  # mean ring occupancy when the last batch was staged
         self._lr = cfg.algo.lr  # of the last update
+        self._version = 0  # the learner's, as of the last poll
 
     def ready(self) -> bool:
         """Enough slots are published for a batch (the lag bound is applied at poll)."""
+        return self._ready(self._version)
+
+    def _ready(self, version: int) -> bool:
+        """Enough slots for the batch of update ``version`` are published."""
         raise NotImplementedError
 
-    def _choose(self) -> list[Ring]:
+    def _choose(self, version: int) -> list[Ring]:
         """The rings of the next batch's slots, once per slot taken."""
         raise NotImplementedError
+
+    def begin(self, version: int, step: int) -> None:
+        """Publish the first weights."""
+        self.publish(version)
+
+    def publish(self, version: int) -> None:
+        """Publish the weights of ``version`` (key: the version)."""
+        publish_weights(self.weights, self.policy, version)
 
     def poll(self, version: int, step: int) -> Batch | None:
         """The batch staged ahead, else the next one staged now: its slots within the
         policy-lag bound (older ones are dropped and counted), CRC-checked when
         ``infra.check_slots``."""
+        self._version = version
         if self._ahead is not None:
             batch, self._ahead = self._ahead, None
             return batch
         while True:
-            if not self.ready():
+            if not self._ready(version):
                 return None
             dropped = drop_stale(self.rings, version, self.cfg.policy_lag_bound)
             if not dropped:
                 break
             self.dropped_slots += dropped
         with self.timer.stage("update_dataset"):
-            staged = self.stager.stage(self._choose(), self.cfg.infra.check_slots)
+            staged = self.stager.stage(self._choose(version), self.cfg.infra.check_slots)
             self.window.note_slots(staged.host, version, step)
             self._occupancy = sum(r.occupancy() for r in self.rings) / len(self.rings)
         return Batch(staged.steps, staged)
@@ -204,29 +238,43 @@ class OnPolicyFeed:
 
 
 class SyncFeed(OnPolicyFeed):
-    """``DataMode.SYNC``: an update trains on one slot from every ring."""
+    """``DataMode.SYNC``: an update trains on one slot from every ring (in ring order: the
+    same slots whether or not the run is deterministic)."""
 
-    def ready(self) -> bool:
+    def _ready(self, version: int) -> bool:
         """Every worker has published a slot."""
         return all(r.has_ready_slot() for r in self.rings)
 
-    def _choose(self) -> list[Ring]:
+    def _choose(self, version: int) -> list[Ring]:
         return self.rings
 
 
 class AsyncFeed(OnPolicyFeed):
     """``DataMode.ASYNC``: an update trains on ``batch_slots`` slots from whichever rings
-    have them, taken in turns (:func:`take_turns`)."""
+    have them, taken in turns (:func:`take_turns`); deterministic, the next
+    ``batch_slots`` slots of the run-wide order (fastrl.plan.SlotSchedule), however long
+    one of them takes."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._turn = 0  # the ring whose slot is taken first next time
 
-    def ready(self) -> bool:
-        """``batch_slots`` slots are published in all."""
+    def _ready(self, version: int) -> bool:
+        """``batch_slots`` slots are published in all; deterministic, those of update
+        ``version``."""
+        if self.schedule:
+            wanted = np.bincount(self._ordered(version), minlength=len(self.rings))
+            return all(r.occupancy() >= n for r, n in zip(self.rings, wanted))
         return sum(r.occupancy() for r in self.rings) >= self.cfg.batch_slots
 
-    def _choose(self) -> list[Ring]:
+    def _ordered(self, version: int) -> np.ndarray:
+        """The rings of update ``version``'s slots in the run-wide order."""
+        first = version * self.schedule.batch_slots
+        return np.arange(first, first + self.schedule.batch_slots) % len(self.rings)
+
+    def _choose(self, version: int) -> list[Ring]:
+        if self.schedule:
+            return [self.rings[i] for i in self._ordered(version)]
         picks, self._turn = take_turns([r.occupancy() for r in self.rings],
                                        self.cfg.batch_slots, self._turn)
         return [self.rings[i] for i in picks]
@@ -237,10 +285,18 @@ class DrainFeed:
     published and its steps counted; nothing is trained, copied or saved (collection
     throughput)."""
 
-    def __init__(self, plan: RunPlan, rings: list[Ring]) -> None:
+    def __init__(self, plan: RunPlan, rings: list[Ring], weights: SharedWeights,
+                 policy: torch.nn.Module) -> None:
         infra = plan.cfg.infra
-        self.rings = rings
+        self.rings, self.weights, self.policy = rings, weights, policy
         self.slot_steps = infra.rollout_len * infra.envs_per_worker
+
+    def begin(self, version: int, step: int) -> None:
+        """The weights the workers act with for good."""
+        publish_weights(self.weights, self.policy, version)
+
+    def publish(self, version: int) -> None:
+        """Nothing trains: never called."""
 
     def ready(self) -> bool:
         """Some ring has a published slot."""

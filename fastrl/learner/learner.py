@@ -43,7 +43,7 @@ from fastrl.memory.ring import Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import flat_params, param_shapes
+from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan
 from fastrl.resume import (
     checkpoint_writers,
@@ -85,8 +85,8 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         weights_shm, control_shm = attach(spec.weights_name), attach(spec.control_name)
         rings = [Ring(s.buf, plan.layout, plan.cfg.infra.ring_slots) for s in shms]
         with learner_torch(plan.cfg.infra.learner_threads):
-            Learner(spec, metrics, rings, SharedWeights(weights_shm.buf, plan.num_params),
-                    RunControl(control_shm.buf)).run()
+            weights = SharedWeights(weights_shm.buf, plan.num_params, plan.weight_banks)
+            Learner(spec, metrics, rings, weights, RunControl(control_shm.buf)).run()
     except BaseException as e:
         code = report_crash(spec.run_dir, "learner", e)
         if isinstance(e, DiskFull):  # (its report may have found no room: the queue needs none)
@@ -98,16 +98,17 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         os._exit(code)
 
 
-def make_feed(plan: RunPlan, rings: list[Ring], update, policy: torch.nn.Module,
-              device: torch.device, window: ReportWindow, timer: StageTimer) -> Feed:
+def make_feed(plan: RunPlan, rings: list[Ring], weights: SharedWeights, update,
+              policy: torch.nn.Module, device: torch.device, window: ReportWindow,
+              timer: StageTimer) -> Feed:
     """The feed of the algorithm's data mode."""
     data = plan.cfg.algo.algorithm.data
     if data is DataMode.DRAIN:
-        return DrainFeed(plan, rings)
+        return DrainFeed(plan, rings, weights, policy)
     if data is DataMode.REPLAY:
-        return ReplayFeed(plan, rings, update, device, window, timer)
+        return ReplayFeed(plan, rings, weights, update, policy, device, window, timer)
     feed = SyncFeed if data is DataMode.SYNC else AsyncFeed
-    return feed(plan, rings, update, policy, device, window, timer)
+    return feed(plan, rings, weights, update, policy, device, window, timer)
 
 
 class Learner:
@@ -135,8 +136,8 @@ class Learner:
         self.rings, self.weights, self.control = rings, weights, control
         self.timer = timer or StageTimer()
         self.window = ReportWindow()  # what the next metrics report will say
-        self.feed = make_feed(plan, rings, self.algo, self.policy, self.device, self.window,
-                              self.timer)
+        self.feed = make_feed(plan, rings, weights, self.algo, self.policy, self.device,
+                              self.window, self.timer)
         self.evals = Evaluations(plan, self.policy, self.device, control, metrics, self.timer,
                                  spec.evaluate_elsewhere, self._should_stop)
         self.version = 0
@@ -166,7 +167,9 @@ class Learner:
 
     def start(self) -> None:
         """Publish the first weights (resumed from a stop during an evaluation: run it)."""
-        self._publish()
+        with self.timer.stage("sync_weights"):
+            self.feed.begin(self.version, self.global_step)
+        self.control.record_step(self.global_step)
         if self.plan.trains and self.global_step >= self.evals.next_eval:
             self.evals.run(self.global_step)
 
@@ -240,8 +243,8 @@ class Learner:
 
     def _publish(self) -> None:
         with self.timer.stage("sync_weights"):
-            self.weights.write(flat_params(self.policy), self.version)
-            self.control.record_step(self.global_step)
+            self.feed.publish(self.version)
+        self.control.record_step(self.global_step)
 
     def _should_stop(self) -> bool:
         self.control.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives

@@ -7,6 +7,11 @@ waits. The learner ingests a slot only while collection is at most ``max_ahead_s
 steps ahead of the configured update-to-data ratio, and trains only while training is at
 most that far ahead of it (Reverb's ``SampleToInsertRatio`` with an error buffer). So it
 neither trains on a starved buffer nor lets collection run arbitrarily far ahead.
+
+Deterministic (``infra.deterministic``: fastrl.plan.SlotSchedule), the learner decides on
+counts alone: it trains while the limiter admits a batch, and otherwise takes the next slot
+of the run-wide order, waiting for it if need be; as it takes slot ``g`` it publishes the
+weights for slot ``g + delay``, the one that will fill the room ``g`` leaves.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from fastrl.learner.feeds import Batch
 from fastrl.learner.report import ReportWindow
 from fastrl.memory.layout import storage_of
 from fastrl.memory.ring import Ring
+from fastrl.memory.weights import SharedWeights
+from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer, linear_schedule
 from fastrl.resume import savez
@@ -77,11 +84,13 @@ class ReplayFeed:
     """``DataMode.REPLAY``'s feed (fastrl.learner.feeds): moves slots from the rings into
     the replay buffer and draws training batches, as the rate limiter allows."""
 
-    def __init__(self, plan: RunPlan, rings: list[Ring], update: ReplayUpdate,
-                 device: torch.device, window: ReportWindow, timer: StageTimer) -> None:
+    def __init__(self, plan: RunPlan, rings: list[Ring], weights: SharedWeights,
+                 update: ReplayUpdate, policy: torch.nn.Module, device: torch.device,
+                 window: ReportWindow, timer: StageTimer) -> None:
         cfg = plan.cfg
         rc, infra = cfg.algo.replay, cfg.infra
         self.cfg, self.rings, self.update, self.device = cfg, rings, update, device
+        self.weights, self.policy, self.schedule = weights, policy, plan.schedule
         self.window, self.timer = window, timer
         self.buffer = make_buffer(cfg, plan.obs_space, plan.act_space)
         self.slot_steps = infra.rollout_len * infra.envs_per_worker
@@ -98,15 +107,48 @@ class ReplayFeed:
 
     def poll(self, version: int, step: int) -> Batch | None:
         """Ingest the slots the limiter admits, then sample a batch if it admits one; None
-        when neither was possible."""
+        when neither was possible. Deterministic: a batch if the limiter admits one, else
+        the next slot in order if it is published."""
         with self.timer.stage("update_dataset"):
+            if self.schedule:
+                if self.can_train():
+                    return Batch(0, self.sample())
+                ring = self._next_ring()
+                if not self._admits(ring):
+                    return None
+                self._take(ring, version)
+                return Batch(self.slot_steps)
             ingested = self.ingest(version)
             data = self.sample() if self.can_train() else None
         return Batch(ingested, data) if ingested or data is not None else None
 
     def ready(self) -> bool:
-        """A slot may be ingested or a batch sampled now."""
+        """A slot may be ingested or a batch sampled now (deterministic: the next slot in
+        order)."""
+        if self.schedule:
+            return self.can_train() or self._admits(self._next_ring())
         return self.can_ingest() or self.can_train()
+
+    def _next_ring(self) -> Ring:
+        """The ring of the next slot in the run-wide order (deterministic)."""
+        return self.rings[self.inserted // self.slot_steps % len(self.rings)]
+
+    def begin(self, version: int, step: int) -> None:
+        """Publish the first weights; deterministic, for each slot the rings may be filled
+        with before the learner takes one."""
+        if not self.schedule:
+            self.publish(version)
+            return
+        first = self.inserted // self.slot_steps
+        flat = flat_params(self.policy)
+        for key in range(first, first + self.schedule.delay):
+            self.weights.write(flat, version, key)
+
+    def publish(self, version: int) -> None:
+        """Publish the weights of ``version`` (deterministic: nothing; each is published for
+        the slot it is collected for, as the learner takes slots)."""
+        if not self.schedule:
+            self.weights.write(flat_params(self.policy), version)
 
     def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
         """One gradient step on the sampled batch, then its new priorities (the algorithm
@@ -139,15 +181,23 @@ class ReplayFeed:
                 idle += 1
                 continue
             idle = 0
-            slot = ring.read_slot()
-            if self.cfg.infra.check_slots:
-                ring.verify()
-            self.buffer.add_slot(slot)
-            self.window.note_slots(slot, version, self.inserted)
-            ring.release()
-            self.inserted += self.slot_steps
+            self._take(ring, version)
             steps += self.slot_steps
         return steps
+
+    def _take(self, ring: Ring, version: int) -> None:
+        """Copy ``ring``'s next slot into the buffer and release it (deterministic: once the
+        weights for the slot that will take its room are published)."""
+        slot = ring.read_slot()
+        if self.cfg.infra.check_slots:
+            ring.verify()
+        self.buffer.add_slot(slot)
+        self.window.note_slots(slot, version, self.inserted)
+        if self.schedule:
+            key = self.inserted // self.slot_steps + self.schedule.delay
+            self.weights.write(flat_params(self.policy), version, key)
+        ring.release()
+        self.inserted += self.slot_steps
 
     def can_train(self) -> bool:
         """True when the limiter admits one more batch (and n-step windows have completed

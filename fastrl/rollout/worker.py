@@ -123,8 +123,9 @@ def _worker_loop(spec: WorkerSpec) -> None:
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
     control_shm = attach(spec.control_name)
     ring = Ring(ring_shm.buf, plan.layout, plan.cfg.infra.ring_slots)
-    worker = RolloutWorker(spec, ring, SharedWeights(weights_shm.buf, plan.num_params),
-                           RunControl(control_shm.buf), state=load_parked(spec.resume_state))
+    weights = SharedWeights(weights_shm.buf, plan.num_params, plan.weight_banks)
+    worker = RolloutWorker(spec, ring, weights, RunControl(control_shm.buf),
+                           state=load_parked(spec.resume_state))
     _terminate_on_request(ring)
     try:
         while True:
@@ -184,6 +185,7 @@ class RolloutWorker:
         self._timer_base = dict(self.timer.ns)
         self.steps_per_slot = infra.rollout_len * n
         self.version = -1
+        self.key = -1  # of the weights acting now (deterministic: fastrl.plan.SlotSchedule)
 
     def beat(self) -> None:
         """Tell the supervisor this worker is alive."""
@@ -197,26 +199,45 @@ class RolloutWorker:
 
     def ready(self) -> bool:
         """True when a slot is free and the weights it must be collected with exist."""
-        needed = weights_needed(self.spec.plan, self.ring.write_seq)
-        return self.ring.has_free_slot() and self.weights.version(self.should_stop) >= needed
+        return self.ring.has_free_slot() and self._weights_ready()
+
+    def _weights_ready(self) -> bool:
+        """The weights the next slot is collected with are published: deterministic, its
+        key's (fastrl.plan.SlotSchedule); else any version from the one it needs."""
+        plan, seq = self.spec.plan, self.ring.write_seq
+        if plan.schedule:
+            return self.weights.has(plan.schedule.weights_key(self.spec.worker_id, seq))
+        return self.weights.version(self.should_stop) >= weights_needed(plan, seq)
 
     def wait_until_ready(self) -> None:
         """Wait (counted as ``waiting``) until :meth:`ready`; raises Stopped."""
         with self.timer.stage("waiting"):
             wait_until(self.ring.has_free_slot, self.should_stop)
-            needed = weights_needed(self.spec.plan, self.ring.write_seq)
-            wait_until(lambda: self.weights.version(self.should_stop) >= needed,
-                       self.should_stop)
+            wait_until(self._weights_ready, self.should_stop)
+
+    def _take_weights(self) -> None:
+        """Load the weights the next slot is collected with, if they are not those acting
+        now: deterministic, its key's; else the newest."""
+        schedule = self.spec.plan.schedule
+        if schedule:
+            key = schedule.weights_key(self.spec.worker_id, self.ring.write_seq)
+            if key == self.key:
+                return
+            self.version = self.weights.read_key(key, self.params, self.should_stop)
+            self.key = key
+        elif self.weights.version(self.should_stop) != self.version:
+            self.version = self.weights.read_into(self.params, self.should_stop)
+        else:
+            return
+        load_flat_params(self.policy, self.params)
+        self.ring.set(VERSION_SEEN, self.version)
 
     def fill_one(self) -> None:
-        """Take the newest weights if they moved, fill the next slot and publish it."""
+        """Take the weights the next slot is collected with, fill it and publish it."""
         cfg, ring, collector = self.spec.plan.cfg, self.ring, self.collector
         infra = cfg.infra
         with self.timer.stage("sync_weights"):
-            if self.weights.version(self.should_stop) != self.version:
-                self.version = self.weights.read_into(self.params, self.should_stop)
-                load_flat_params(self.policy, self.params)
-                ring.set(VERSION_SEEN, self.version)
+            self._take_weights()
         if self.algorithm.data is DataMode.REPLAY:
             # Until the learner's first update its weights are noise: act at random.
             collector.act = self.explore if self.version == 0 else self.act

@@ -47,7 +47,7 @@ class RunMemory:
             weights = memoryview(bytearray(plan.weights_bytes))
             control = memoryview(bytearray(RunControl.nbytes()))
         self.rings = [Ring(buf, plan.layout, plan.cfg.infra.ring_slots) for buf in rings]
-        self.weights = SharedWeights(weights, plan.num_params)
+        self.weights = SharedWeights(weights, plan.num_params, plan.weight_banks)
         self.control = RunControl(control)
 
     def restore(self, resume: Checkpoint, run_dir: Path) -> dict[int, str]:

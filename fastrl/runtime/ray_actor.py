@@ -86,13 +86,14 @@ class RemoteWorker:
             raise self._crash(e) from None
         return os.getpid(), f"{socket.gethostname()} (node {node})"
 
-    def fill(self, version: int, params: np.ndarray | None) -> tuple[np.ndarray, dict]:
-        """Take weights ``version`` (when ``params`` is given), fill the next slot, and
-        return its bytes and the worker's counters."""
+    def fill(self, version: int, key: int,
+             params: np.ndarray | None) -> tuple[np.ndarray, dict]:
+        """Take the weights of ``version`` under ``key`` (when ``params`` is given), fill the
+        next slot, and return its bytes and the worker's counters."""
         worker = self.worker
         try:
             if params is not None:
-                worker.weights.write(params, version)
+                worker.weights.write(params, version, key)
             worker.fill_one()
             ring = worker.ring
             data = ring.read_bytes().copy()  # (the slot is reused by the next call)

@@ -94,7 +94,7 @@ class ActorHandle:
     exitcode: int | None = None
     started: bool = False
     calls: deque = field(default_factory=deque)  # (ref, kind) in call order
-    version_sent: int = -1
+    key_sent: int = -1  # of the weights it acts with (fastrl.memory.weights)
     idle_since_ns: int | None = None
 
     def is_alive(self) -> bool:
@@ -136,7 +136,8 @@ class RayWorkers:
         self._lock = threading.RLock()  # handles and rings: the relay vs the supervisor
         self._closing = threading.Event()
         self._params = np.empty(plan.num_params, np.float32)
-        self._weights_ref: tuple[int, Any] = (-1, None)
+        self._weights_ref: tuple[int, Any] = (-1, None)  # the newest: (version, ref)
+        self._keyed: dict[int, tuple[int, Any]] = {}  # deterministic: key -> (version, ref)
         self.relay_ns = {"get": 0, "copy": 0, "slots": 0}  # (the bench's cost breakdown)
         self.failure: BaseException | None = None  # what ended the relay thread, if anything
         self._connected = self._connect()
@@ -291,12 +292,34 @@ class RayWorkers:
         def stop() -> bool:  # (a learner that died mid-write leaves the seqlock odd)
             return self._closing.is_set() or self.control.run_over()
 
+        if self.plan.schedule:
+            return  # (each slot's own weights: _weights_for)
         version = self.weights.version(stop)
-        behind = any(h.started and h.is_alive() and h.version_sent < version
+        behind = any(h.started and h.is_alive() and h.key_sent < version
                      for h in list(self.handles.values()))
         if version > self._weights_ref[0] and behind:
             version = self.weights.read_into(self._params, stop)
             self._weights_ref = (version, self.ray.put(self._params))
+
+    def _weights_for(self, worker: int, seq: int) -> tuple[int, int, Any] | None:
+        """``(key, version, object ref)`` of the weights worker ``worker``'s slot ``seq`` is
+        collected with, or None while they are not published: deterministic, its key's
+        (put into the object store once, the last ``banks`` kept); else the newest, from
+        the version the slot needs."""
+        schedule = self.plan.schedule
+        if schedule is None:
+            version, ref = self._weights_ref
+            return (version, version, ref) if version >= weights_needed(self.plan, seq) \
+                else None
+        key = schedule.weights_key(worker, seq)
+        if key not in self._keyed:
+            if not self.weights.has(key):
+                return None
+            version = self.weights.read_key(key, self._params, self.control.run_over)
+            self._keyed[key] = (version, self.ray.put(self._params))
+            for old in sorted(self._keyed)[:-schedule.banks]:
+                del self._keyed[old]
+        return (key, *self._keyed[key])
 
     def _call(self, handle: ActorHandle) -> None:
         """Queue fill calls while the ring has room and the weights allow; at the end of the
@@ -309,17 +332,17 @@ class RayWorkers:
                 self._end_wait(handle, ring, now)
                 handle.calls.append((handle.actor.finish.remote(), "finish"))
             return
-        version, ref = self._weights_ref
         while len(handle.calls) < PIPELINE:
             seq = ring.write_seq + len(handle.calls)
-            if seq - ring.get(READ_SEQ) >= ring.slots or version < weights_needed(self.plan,
-                                                                                  seq):
+            weights = self._weights_for(handle.worker_id, seq)
+            if seq - ring.get(READ_SEQ) >= ring.slots or weights is None:
                 break
-            send = version != handle.version_sent
-            handle.calls.append((handle.actor.fill.remote(version, ref if send else None),
+            key, version, ref = weights
+            send = key != handle.key_sent
+            handle.calls.append((handle.actor.fill.remote(version, key, ref if send else None),
                                  "fill"))
             if send:
-                handle.version_sent = version
+                handle.key_sent = key
                 ring.set(VERSION_SEEN, version)
         if handle.calls:
             if handle.idle_since_ns is not None:  # a call's time starts now, not at a beat

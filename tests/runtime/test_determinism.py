@@ -1,0 +1,97 @@
+"""Deterministic asynchrony (infra.deterministic, fastrl.plan.SlotSchedule): two runs of one
+seed train on the same data in every data mode, and so end with bit-identical weights and
+episode logs; the schedule's keys never run ahead of the update that takes a slot, and the
+weights kept cover every key a worker may still need."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from fastrl import Trainer
+from fastrl.algos.base import DataMode
+from fastrl.config import ConfigError, load_config
+from fastrl.plan import SlotSchedule, slot_schedule
+
+ROOT = Path(__file__).resolve().parents[2]
+QUIET = ["log.tensorboard=false", "log.console=false", "algo.target_return=null",
+         "log.eval_every_steps=1000000"]
+RUNS = {  # a few thousand steps: enough for many updates and stale-prone orderings
+    "ppo-lag1": ("configs/cartpole_ppo.yaml", ["algo.total_steps=8000"]),
+    "appo": ("configs/cartpole_ppo.yaml", ["algo.name=appo", "infra.max_policy_lag=null",
+                                           "algo.gae_lambda=0.95", "algo.total_steps=8000"]),
+    "dqn": ("configs/cartpole_dqn.yaml", ["algo.total_steps=6000",
+                                          "algo.replay.learning_starts=1000"]),
+    "sac": ("configs/pendulum_sac.yaml", ["algo.total_steps=2000",
+                                          "algo.replay.learning_starts=500",
+                                          "algo.replay.batch_size=64"]),
+}
+
+
+def trained(config: str, overrides: list[str], run_dir: Path) -> tuple[str, list[tuple]]:
+    """The SHA-256 of the saved model and the (step, return, length) of every episode."""
+    cfg = load_config(ROOT / config, overrides + QUIET + [f"log.run_dir={run_dir}"])
+    result = Trainer(cfg).fit()
+    model = torch.load(Path(result.run_dir) / "model.pt", weights_only=True)["model"]
+    digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in model.values()))
+    with (Path(result.run_dir) / "episodes.csv").open() as f:
+        episodes = [(r["step"], r["return"], r["length"]) for r in csv.DictReader(f)]
+    return digest.hexdigest(), episodes
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", list(RUNS))
+def test_two_runs_of_one_seed_are_bit_identical(name, tmp_path, no_shm_residue):
+    config, overrides = RUNS[name]
+    first = trained(config, overrides, tmp_path / "a")
+    second = trained(config, overrides, tmp_path / "b")
+    assert first[1], "no episode ended"
+    assert first == second
+
+
+def schedule(data: DataMode, workers=3, batch_slots=2, ring_slots=2, lag=16) -> SlotSchedule:
+    return SlotSchedule(data, workers, batch_slots, ring_slots, lag)
+
+
+@pytest.mark.parametrize("s", [schedule(DataMode.ASYNC), schedule(DataMode.ASYNC, lag=1),
+                               schedule(DataMode.ASYNC, 2, 4, 3, 0),
+                               schedule(DataMode.SYNC, 3, 3, 2, 1)])
+def test_a_slot_s_key_lags_its_update_by_less_than_the_weights_kept(s):
+    for seq in range(40):
+        for worker in range(s.workers):
+            g = seq * s.workers + worker
+            update = g // s.batch_slots
+            key = s.weights_key(worker, seq)
+            # published before the update that takes the slot (no wait for itself), kept
+            # until then, and within the lag bound
+            assert 0 <= update - key < s.banks or key == 0
+            assert update - key <= s.lag or key == 0
+
+
+def test_a_replay_slot_s_weights_are_published_as_the_slot_it_refills_is_taken():
+    s = schedule(DataMode.REPLAY)
+    assert s.banks == s.delay + 1 == 7
+    assert [s.weights_key(w, 2) for w in range(3)] == [6, 7, 8]  # slots 6..8, by number
+
+
+def test_fresh_rings_continue_the_run_wide_order():
+    s = schedule(DataMode.ASYNC, workers=3, batch_slots=2)
+    next_slot = s.next_slot(version=5, global_step=0, slot_steps=1)  # update 5 takes 10, 11
+    starts = [s.first_seq(w, next_slot) for w in range(3)]
+    firsts = sorted(seq * 3 + w for w, seq in enumerate(starts))
+    assert firsts == [10, 11, 12]  # no slot before 10 exists, none after it is missing
+
+
+def test_deterministic_is_on_by_default_and_refused_where_it_would_keep_too_much():
+    cfg = load_config(None, ["algo.name=ppo", "infra.max_policy_lag=1"])
+    assert slot_schedule(cfg).banks == 2
+    assert slot_schedule(load_config(None, ["infra.deterministic=false"])) is None
+    big = ["infra.max_policy_lag=100"]
+    assert slot_schedule(load_config(None, big)) is None  # unset: off where too costly
+    with pytest.raises(ConfigError, match=r"infra.deterministic=true.* 101 copies"):
+        slot_schedule(load_config(None, big + ["infra.deterministic=true"]))
+    assert slot_schedule(load_config(None, ["algo.name=none"])) is None
