@@ -38,7 +38,7 @@ def solve(source: Path, runs: Path) -> dict[str, float]:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "fastrl.train", "configs/cartpole_ppo.yaml", *QUIET,
                     f"log.run_dir={runs}", f"log.run_name={name}"], check=True, cwd=source,
-                   env={**os.environ, "PYTHONPATH": str(source)}, stdout=subprocess.DEVNULL)
+                   env={**os.environ, "PYTHONPATH": str(source)}, capture_output=True)
     seconds = time.perf_counter() - start
     steps = torch.load(runs / name / "model.pt", weights_only=True)["global_step"]
     return {"solve_s": seconds, "solve_steps": float(steps)}
@@ -50,7 +50,7 @@ def throughput(source: Path, out: Path) -> dict[str, float]:
     subprocess.run([sys.executable, "-m", "fastrl.bench", "--scenario", "train,train-appo",
                     "--peers", "", "--workers", "2", "--no-plot", "--out", str(out)],
                    check=True, cwd=source, env={**os.environ, "PYTHONPATH": str(source)},
-                   stdout=subprocess.DEVNULL)
+                   capture_output=True)
     doc = json.loads((out / "bench.json").read_text())
     return {f"{r['scenario']}_steps_per_s": r["steps_per_sec"] for r in doc["medians"]}
 

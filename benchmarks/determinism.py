@@ -39,9 +39,12 @@ def train(config: str, overrides: list[str], root: Path) -> tuple[float, str]:
     """Wall seconds of one ``python -m fastrl.train`` run, and its model's SHA-256."""
     run_dir = root / f"run-{time.monotonic_ns()}"
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fastrl.train", str(ROOT / config), *overrides,
-                    *QUIET, f"log.run_dir={root}", f"log.run_name={run_dir.name}"],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-m", "fastrl.train", str(ROOT / config),
+                           *overrides, *QUIET, f"log.run_dir={root}",
+                           f"log.run_name={run_dir.name}"],
+                          cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{config} {' '.join(overrides)} failed:\n{done.stderr}")
     seconds = time.perf_counter() - start
     model = torch.load(run_dir / "model.pt", weights_only=True)["model"]
     digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in model.values()))

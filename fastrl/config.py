@@ -121,7 +121,8 @@ class InfraConfig:
         "waits only until those are published), the learner takes slots and replay samples "
         "in a fixed order, and the replay rate limiter decides on counts alone "
         "(docs/training.md); null: on, except where the weights it keeps would need more "
-        "than 64 copies (infra.max_policy_lag above 63 for ppo and a2c)")
+        "than 64 copies (ppo and a2c: infra.max_policy_lag above 63; dqn and sac: "
+        "num_workers * ring_slots above 63)")
     staging_depth: int = setting(
         2, "on-policy batches staged ahead of training: on CUDA, pinned host buffers and "
         "device buffers in rotation, copied on their own stream while the batch before "

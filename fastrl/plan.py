@@ -127,6 +127,11 @@ class RunPlan:
     schedule: SlotSchedule | None = None  # deterministic asynchrony, when on
 
     @property
+    def slot_steps(self) -> int:
+        """Env steps one slot holds (``rollout_len * envs_per_worker``)."""
+        return self.cfg.infra.rollout_len * self.cfg.infra.envs_per_worker
+
+    @property
     def weight_banks(self) -> int:
         """Weights the weights segment keeps (fastrl.memory.weights)."""
         return self.schedule.banks if self.schedule else 1

@@ -3,9 +3,10 @@
 fastrl.checkpoint writes and verifies checkpoint folders; this module says what goes into
 them and how each process takes its part back:
 
-- ``learner.pt``: the model, the algorithm's state, the RNG states, the learner's schedule
-  (:data:`SCHEDULE`) and its feed's state (fastrl.learner.feeds: the return scale, the
-  replay counters); ``replay.npz``: the replay buffer (DQN, SAC);
+- ``learner.pt``: the model, the algorithm's state, the RNG states, the learner's counters
+  and schedule, its feed's state (fastrl.learner.feeds: the return scale, the replay
+  counters) and, deterministic, the weights each bank holds (:func:`weight_banks`);
+  ``replay.npz``: the replay buffer (DQN, SAC);
 - ``rings.npz``: each ring's cursors and its published, unread slots (:func:`ring_contents`,
   put back by :func:`restore_rings` into the new run's rings before any process starts);
 - ``worker-<i>.pkl``: a worker's parked state (:func:`park_blob`, :func:`load_parked`);
@@ -31,11 +32,8 @@ from fastrl.checkpoint import Checkpoint, CheckpointError, parked_path
 from fastrl.config import MainConfig, config_hash, to_yaml
 from fastrl.core.files import telling_disk_full
 from fastrl.memory.ring import INCARNATION, STEPS, WRITE_SEQ, Ring
+from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan, slot_schedule
-
-#: The learner's counters and schedule, saved under these keys of ``learner.pt``.
-SCHEDULE = ("version", "global_step", "dropped_slots", "next_eval", "next_checkpoint",
-            "last_eval", "eval_step")
 
 #: Modules whose classes parked states (worker-<i>.pkl) name, by their former path: a
 #: checkpoint written before they moved still resumes.
@@ -46,15 +44,19 @@ MOVED_MODULES = {"fastrl.rollout.envs": "fastrl.envs.source",
 def ring_shape(cfg: MainConfig, slot_bytes: int) -> dict:
     """What saved slots and parked worker states depend on: a resumed run restores them only
     when all of it is unchanged (a lower lag bound would drop restored slots and put the
-    cursors out of step with the weights version; unstamped slots would fail a CRC check;
-    slots taken out of the deterministic order would put a deterministic run out of step
-    with its weights)."""
+    cursors out of step with the weights version; unstamped slots would fail a CRC check).
+    APPO's and the replay algorithms' deterministic runs number their slots in an order
+    of their own (fastrl.plan.SlotSchedule): their rings are kept only within that mode
+    and batch size (SYNC's order is the same either way)."""
     infra = cfg.infra
-    return {"num_workers": infra.num_workers, "envs_per_worker": infra.envs_per_worker,
-            "rollout_len": infra.rollout_len, "ring_slots": infra.ring_slots,
-            "max_policy_lag": cfg.policy_lag_bound, "check_slots": infra.check_slots,
-            "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs),
-            "deterministic": slot_schedule(cfg) is not None}
+    shape = {"num_workers": infra.num_workers, "envs_per_worker": infra.envs_per_worker,
+             "rollout_len": infra.rollout_len, "ring_slots": infra.ring_slots,
+             "max_policy_lag": cfg.policy_lag_bound, "check_slots": infra.check_slots,
+             "slot_bytes": slot_bytes, "env_kwargs": dict(cfg.env.kwargs)}
+    schedule = slot_schedule(cfg)
+    if schedule and schedule.data is not DataMode.SYNC:
+        shape["deterministic"] = {"batch_slots": schedule.batch_slots}
+    return shape
 
 
 def replay_shape(cfg: MainConfig) -> dict | None:
@@ -155,6 +157,21 @@ def save_model(run_dir: Path | str, state: dict) -> Path:
     return model
 
 
+def weight_banks(weights: SharedWeights) -> dict:
+    """The weights every bank holds, for the learner's checkpoint state: a resumed
+    deterministic run gives its workers the very weights their slots' keys had."""
+    held = weights.held()
+    return {"keys": [k for k, _, _ in held], "versions": [v for _, v, _ in held],
+            "vectors": torch.from_numpy(np.stack([x for _, _, x in held]))}
+
+
+def restore_weight_banks(weights: SharedWeights, saved: dict | None) -> None:
+    """Write back what :func:`weight_banks` saved (nothing for a checkpoint without it)."""
+    if saved:
+        for key, version, vector in zip(saved["keys"], saved["versions"], saved["vectors"]):
+            weights.write(vector.cpu().numpy(), version, key)
+
+
 def load_learner_state(ckpt_dir: Path, device: torch.device) -> dict:
     """What the learner saved in ``learner.pt`` (tensors and plain containers only)."""
     state = torch.load(ckpt_dir / "learner.pt", map_location=device, weights_only=True)
@@ -213,8 +230,7 @@ def _fresh_start(plan: RunPlan, worker: int, version: int, global_step: int) -> 
     (fastrl.plan.SlotSchedule)."""
     if plan.schedule is None:
         return version
-    infra = plan.cfg.infra
-    slot = plan.schedule.next_slot(version, global_step, infra.rollout_len * infra.envs_per_worker)
+    slot = plan.schedule.next_slot(version, global_step, plan.slot_steps)
     return plan.schedule.first_seq(worker, slot)
 
 

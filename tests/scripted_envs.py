@@ -192,3 +192,16 @@ gym.register("LateNaNReward-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "nan_reward", "after": 100})
 gym.register("LateWrongShape-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "obs_shape", "after": 100})
+
+
+class Jitter(gym.Wrapper):
+    """A Gymnasium env whose steps take a random extra 0-0.4 ms (from an unseeded RNG): the
+    same data, arriving at other moments in every run."""
+
+    def step(self, action):
+        time.sleep(int.from_bytes(os.urandom(2), "little") / 65536 * 4e-4)
+        return self.env.step(action)
+
+
+gym.register("JitterCartPole-v0", entry_point=lambda: Jitter(gym.make("CartPole-v1")))
+gym.register("JitterPendulum-v0", entry_point=lambda: Jitter(gym.make("Pendulum-v1")))

@@ -181,7 +181,7 @@ def env_source(cfg: EnvConfig, env_fn: Callable[..., gym.Env] | str | None = Non
 
 class CheckedBatchedEnv:
     """A user's batched simulator with every ``reset`` and ``step`` result checked against
-    the contract (:func:`~fastrl.envs.contract.check_batch_arrays`), offering both step
+    the contract (:func:`~fastrl.envs.errors.check_batch_arrays`), offering both step
     forms whichever it implements: ``step`` on a ``step_into``-only simulator writes into
     arrays of this wrapper, ``step_into`` on a ``step``-only one copies the checked result.
     A ``step_into`` writes into arrays of the right shapes and dtypes by construction, so

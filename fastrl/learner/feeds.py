@@ -61,10 +61,20 @@ class Feed(Protocol):
         """:meth:`poll` would return a batch now (what the learner waits for)."""
 
     def begin(self, version: int, step: int) -> None:
-        """Publish the learner's first weights (of ``version``, at env step ``step``)."""
+        """Publish the learner's first weights (of ``version``, at env step ``step``);
+        deterministic, under every key a worker may still need that is not published yet
+        (a resumed run whose checkpoint kept none: fastrl.resume.weight_banks)."""
 
     def publish(self, version: int) -> None:
         """Publish the weights of ``version``, just trained."""
+
+    def pending(self) -> bool:
+        """A batch is staged ahead: it must be trained on, stop or not (its slots are
+        released)."""
+
+    def owes_updates(self) -> bool:
+        """The data taken so far still owes updates (the replay ratio's): training goes on
+        past ``algo.total_steps`` until they are done."""
 
     def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
         """Run the algorithm's update on ``batch`` and release it; its statistics, or None
@@ -116,9 +126,16 @@ def take_turns(ready: list[int], need: int, turn: int) -> tuple[list[int], int]:
 
 
 def publish_weights(weights: SharedWeights, policy: torch.nn.Module, version: int,
-                    key: int | None = None) -> None:
-    """Write ``policy``'s parameters as the weights of ``version`` (under ``key``)."""
-    weights.write(flat_params(policy), version, key)
+                    keys: range | None = None) -> None:
+    """Write ``policy``'s parameters as the weights of ``version``: under the version, or
+    under each of ``keys`` that is not published yet."""
+    if keys is None:
+        weights.write(flat_params(policy), version)
+        return
+    flat = flat_params(policy)
+    for key in keys:
+        if not weights.has(key):
+            weights.write(flat, version, key)
 
 
 class OnPolicyFeed:
@@ -154,12 +171,25 @@ class OnPolicyFeed:
         raise NotImplementedError
 
     def begin(self, version: int, step: int) -> None:
-        """Publish the first weights."""
-        self.publish(version)
+        """Publish the first weights; deterministic, also under each older key a ring's
+        next slot may need (back to ``banks`` - 1 versions before)."""
+        if self.schedule is None:
+            self.publish(version)
+            return
+        publish_weights(self.weights, self.policy, version,
+                        range(max(0, version - self.schedule.banks + 1), version + 1))
 
     def publish(self, version: int) -> None:
         """Publish the weights of ``version`` (key: the version)."""
         publish_weights(self.weights, self.policy, version)
+
+    def pending(self) -> bool:
+        """A batch was staged while the last update ran (CUDA)."""
+        return self._ahead is not None
+
+    def owes_updates(self) -> bool:
+        """Never: an update trains on the slots it takes."""
+        return False
 
     def poll(self, version: int, step: int) -> Batch | None:
         """The batch staged ahead, else the next one staged now: its slots within the
@@ -287,9 +317,8 @@ class DrainFeed:
 
     def __init__(self, plan: RunPlan, rings: list[Ring], weights: SharedWeights,
                  policy: torch.nn.Module) -> None:
-        infra = plan.cfg.infra
         self.rings, self.weights, self.policy = rings, weights, policy
-        self.slot_steps = infra.rollout_len * infra.envs_per_worker
+        self.slot_steps = plan.slot_steps
 
     def begin(self, version: int, step: int) -> None:
         """The weights the workers act with for good."""
@@ -297,6 +326,14 @@ class DrainFeed:
 
     def publish(self, version: int) -> None:
         """Nothing trains: never called."""
+
+    def pending(self) -> bool:
+        """Never: nothing is staged."""
+        return False
+
+    def owes_updates(self) -> bool:
+        """Never: nothing trains."""
+        return False
 
     def ready(self) -> bool:
         """Some ring has a published slot."""

@@ -50,8 +50,10 @@ from fastrl.resume import (
     load_learner_state,
     manifest_info,
     parked_states,
+    restore_weight_banks,
     ring_contents,
     save_model,
+    weight_banks,
 )
 
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
@@ -147,6 +149,7 @@ class Learner:
         self.stopped = False  # a stop request ended training early
         self._next_report = time.monotonic()
         self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
+        self._saved_banks: dict | None = None  # the weights a checkpoint's banks held
         if spec.resume:
             self._restore(Path(spec.resume))
 
@@ -166,20 +169,24 @@ class Learner:
         self.finish()
 
     def start(self) -> None:
-        """Publish the first weights (resumed from a stop during an evaluation: run it)."""
+        """Publish the first weights (resumed: the banks the checkpoint kept, first; from a
+        stop during an evaluation: run it)."""
         with self.timer.stage("sync_weights"):
+            restore_weight_banks(self.weights, self._saved_banks)
             self.feed.begin(self.version, self.global_step)
         self.control.record_step(self.global_step)
         if self.plan.trains and self.global_step >= self.evals.next_eval:
             self.evals.run(self.global_step)
 
     def training(self) -> bool:
-        """Training goes on: ``algo.total_steps`` not reached, not solved, no stop request
-        (slots may be ready for good, so a loop that never waits looks here)."""
-        if self.control.stop_requested():
+        """Training goes on: ``algo.total_steps`` not reached (or the feed still owes
+        updates), not solved, no stop request (slots may be ready for good, so a loop that
+        never waits looks here; a batch staged ahead is trained on first)."""
+        if self.control.stop_requested() and not self.feed.pending():
             self.stopped = True
             return False
-        return self.global_step < self.cfg.algo.total_steps and not self.evals.solved()
+        return (self.global_step < self.cfg.algo.total_steps or self.feed.owes_updates()) \
+            and not self.evals.solved()
 
     def step(self) -> bool:
         """Train on the next batch, if the feed has one ready, and publish the new weights;
@@ -225,7 +232,7 @@ class Learner:
         if self.window.updates:  # solved between two reports
             self._report()
         self.control.mark_done()
-        if self.plan.trains:
+        if self.plan.trains and not self.stopped:
             self.evals.finish(self.global_step)
 
     def finish(self) -> None:
@@ -257,7 +264,8 @@ class Learner:
 
     def _may_stage_ahead(self) -> bool:
         """The next update is certain to train on a batch staged now: no evaluation,
-        checkpoint, end or stop comes first (its slots are released once staged)."""
+        checkpoint or end comes first, and no stop was asked (one asked later waits for
+        that update: :meth:`training`), since its slots are released once staged."""
         return not self.control.stop_requested() and self.global_step < min(
             self.cfg.algo.total_steps, self.evals.next_eval, self.next_checkpoint)
 
@@ -291,6 +299,7 @@ class Learner:
         self.version, self.global_step = state["version"], state["global_step"]
         self.evals.restore(state, self.global_step)
         self.feed.restore(state, folder)
+        self._saved_banks = state.get("weight_banks")
         # A config resumed with another interval continues on the new one.
         self.next_checkpoint = self.global_step + self.cfg.log.checkpoint_every_steps
         set_rng_state(state["rng"])
@@ -302,7 +311,8 @@ class Learner:
             "model": self.policy.state_dict(), "algo": self.algo.state_dict(),
             "rng": rng_state(), "version": self.version, "global_step": self.global_step,
             "next_checkpoint": self.next_checkpoint, **self.evals.state(),
-            **self.feed.state()})
+            **self.feed.state(),
+            **({"weight_banks": weight_banks(self.weights)} if self.plan.schedule else {})})
 
     def _checkpoint(self, final: bool) -> None:
         """Write a checkpoint of everything that continues this run (fastrl.resume).

@@ -9,9 +9,11 @@ most that far ahead of it (Reverb's ``SampleToInsertRatio`` with an error buffer
 neither trains on a starved buffer nor lets collection run arbitrarily far ahead.
 
 Deterministic (``infra.deterministic``: fastrl.plan.SlotSchedule), the learner decides on
-counts alone: it trains while the limiter admits a batch, and otherwise takes the next slot
-of the run-wide order, waiting for it if need be; as it takes slot ``g`` it publishes the
-weights for slot ``g + delay``, the one that will fill the room ``g`` leaves.
+counts alone: it trains while training is behind the ratio by a batch or more, else takes
+the next slot of the run-wide order while the limiter admits one (waiting for it if need
+be), else trains within the limiter's margin; as it takes slot ``g`` it publishes the
+weights for slot ``g + delay``, the one that will fill the room ``g`` leaves. Either way,
+once ``algo.total_steps`` are in, the updates the data still owes are done.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ import torch
 from fastrl.algos.base import ReplayUpdate
 from fastrl.config import MainConfig
 from fastrl.core.timing import StageTimer
-from fastrl.learner.feeds import Batch
+from fastrl.learner.feeds import Batch, publish_weights
 from fastrl.learner.report import ReportWindow
 from fastrl.memory.layout import storage_of
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer, linear_schedule
 from fastrl.resume import savez
@@ -56,6 +57,10 @@ class RateLimiter:
         """May ``n`` more transitions be sampled?"""
         return inserted >= self.min_inserts and self._lead(inserted, sampled) + self.error >= n
 
+    def owes(self, inserted: int, sampled: int, n: int) -> bool:
+        """Is training at least ``n`` samples behind the ratio?"""
+        return inserted >= self.min_inserts and self._lead(inserted, sampled) >= n
+
     def can_insert(self, inserted: int, sampled: int, n: int) -> bool:
         """May ``n`` more transitions be inserted? Always before ``min_inserts`` (even past
         it, so that training can start), then while collection is at most ``error`` ahead."""
@@ -80,6 +85,9 @@ def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
     return ReplayBuffer(*args)
 
 
+PUBLISH_EVERY = 64  # free-running: updates between two publications of the weights, at most
+
+
 class ReplayFeed:
     """``DataMode.REPLAY``'s feed (fastrl.learner.feeds): moves slots from the rings into
     the replay buffer and draws training batches, as the rate limiter allows."""
@@ -88,12 +96,12 @@ class ReplayFeed:
                  update: ReplayUpdate, policy: torch.nn.Module, device: torch.device,
                  window: ReportWindow, timer: StageTimer) -> None:
         cfg = plan.cfg
-        rc, infra = cfg.algo.replay, cfg.infra
+        rc = cfg.algo.replay
         self.cfg, self.rings, self.update, self.device = cfg, rings, update, device
         self.weights, self.policy, self.schedule = weights, policy, plan.schedule
         self.window, self.timer = window, timer
         self.buffer = make_buffer(cfg, plan.obs_space, plan.act_space)
-        self.slot_steps = infra.rollout_len * infra.envs_per_worker
+        self.slot_steps = plan.slot_steps
         self.limiter = RateLimiter(rc.batch_size * rc.updates_per_step,
                                    max(rc.learning_starts, rc.batch_size),
                                    rc.batch_size * rc.updates_per_step * rc.max_ahead_steps,
@@ -104,6 +112,7 @@ class ReplayFeed:
         self.sampled = 0  # transitions drawn for training
         self._batch: dict[str, np.ndarray] | None = None
         self._turn = 0  # the ring whose slot is ingested next
+        self._unpublished = 0  # updates since the weights were last published
 
     def poll(self, version: int, step: int) -> Batch | None:
         """Ingest the slots the limiter admits, then sample a batch if it admits one; None
@@ -111,23 +120,44 @@ class ReplayFeed:
         the next slot in order if it is published."""
         with self.timer.stage("update_dataset"):
             if self.schedule:
-                if self.can_train():
-                    return Batch(0, self.sample())
-                ring = self._next_ring()
-                if not self._admits(ring):
-                    return None
-                self._take(ring, version)
-                return Batch(self.slot_steps)
+                return self._poll_in_order(version)
             ingested = self.ingest(version)
             data = self.sample() if self.can_train() else None
         return Batch(ingested, data) if ingested or data is not None else None
 
+    def _poll_in_order(self, version: int) -> Batch | None:
+        """Deterministic: a batch while training owes one; else the next slot in order
+        while the limiter admits it (None until it is published); else a batch within the
+        limiter's margin."""
+        if self._owes_batch():
+            return Batch(0, self.sample())
+        if self._may_insert():
+            ring = self._next_ring()
+            if not ring.has_ready_slot():
+                return None
+            self._take(ring, version)
+            return Batch(self.slot_steps)
+        return Batch(0, self.sample()) if self.can_train() else None
+
     def ready(self) -> bool:
-        """A slot may be ingested or a batch sampled now (deterministic: the next slot in
-        order)."""
-        if self.schedule:
-            return self.can_train() or self._admits(self._next_ring())
-        return self.can_ingest() or self.can_train()
+        """A slot may be ingested or a batch sampled now (deterministic: what
+        :meth:`poll` would do next can be done)."""
+        if self.schedule is None:
+            return self.can_ingest() or self.can_train()
+        if self._owes_batch():
+            return True
+        return self._next_ring().has_ready_slot() if self._may_insert() else self.can_train()
+
+    def _owes_batch(self) -> bool:
+        """Training is at least a batch behind the ratio (and the buffer has transitions)."""
+        return self.buffer.size > 0 and self.limiter.owes(
+            self.inserted, self.sampled, self.cfg.algo.replay.batch_size)
+
+    def _may_insert(self) -> bool:
+        """Counts alone admit one more slot: ``algo.total_steps`` not reached, and the
+        limiter lets collection that far ahead."""
+        return self.inserted < self.cfg.algo.total_steps and \
+            self.limiter.can_insert(self.inserted, self.sampled, self.slot_steps)
 
     def _next_ring(self) -> Ring:
         """The ring of the next slot in the run-wide order (deterministic)."""
@@ -135,20 +165,32 @@ class ReplayFeed:
 
     def begin(self, version: int, step: int) -> None:
         """Publish the first weights; deterministic, for each slot the rings may be filled
-        with before the learner takes one."""
-        if not self.schedule:
-            self.publish(version)
+        with before the learner takes one (those a checkpoint did not keep)."""
+        if self.schedule is None:
+            publish_weights(self.weights, self.policy, version)
             return
         first = self.inserted // self.slot_steps
-        flat = flat_params(self.policy)
-        for key in range(first, first + self.schedule.delay):
-            self.weights.write(flat, version, key)
+        publish_weights(self.weights, self.policy, version,
+                        range(first, first + self.schedule.delay))
 
     def publish(self, version: int) -> None:
-        """Publish the weights of ``version`` (deterministic: nothing; each is published for
-        the slot it is collected for, as the learner takes slots)."""
-        if not self.schedule:
-            self.weights.write(flat_params(self.policy), version)
+        """Publish the weights of ``version`` every PUBLISH_EVERY updates, and whenever the
+        limiter stops training (deterministic: never here; the weights for each slot are
+        published as the learner takes the slot whose room it fills)."""
+        if self.schedule:
+            return
+        self._unpublished += 1
+        if self._unpublished >= PUBLISH_EVERY or not self.can_train():
+            publish_weights(self.weights, self.policy, version)
+            self._unpublished = 0
+
+    def pending(self) -> bool:
+        """Never: a sampled batch is trained on at once."""
+        return False
+
+    def owes_updates(self) -> bool:
+        """``algo.total_steps`` are in and training is still a batch or more behind."""
+        return self.inserted >= self.cfg.algo.total_steps and self._owes_batch()
 
     def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
         """One gradient step on the sampled batch, then its new priorities (the algorithm
@@ -195,7 +237,7 @@ class ReplayFeed:
         self.window.note_slots(slot, version, self.inserted)
         if self.schedule:
             key = self.inserted // self.slot_steps + self.schedule.delay
-            self.weights.write(flat_params(self.policy), version, key)
+            publish_weights(self.weights, self.policy, version, range(key, key + 1))
         ring.release()
         self.inserted += self.slot_steps
 

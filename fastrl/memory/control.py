@@ -3,8 +3,8 @@ heartbeats, one int64 per 64-byte line, each with one writer.
 
 ``STOP`` (the supervisor asks every process to stop), ``DONE`` (the learner needs no more
 data), ``LEARNER_BEAT`` (the learner's heartbeat, monotonic ns), ``LEARNER_STEP`` (the env
-steps the learner has trained on, as of its last published weights: what the supervisor's
-event lines count), ``PARKED`` (the supervisor: every worker has exited after the run was
+steps the learner has taken in, after every step of its loop: what the supervisor's event
+lines count), ``PARKED`` (the supervisor: every worker has exited after the run was
 over, so the rings and the workers' parked states are final). The verdict of the periodic
 evaluations, the one path by which a run is solved elsewhere than in the learner
 (fastrl.learner.evaluations sends the weights, fastrl.runtime.periodic_evals judges

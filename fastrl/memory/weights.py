@@ -3,7 +3,7 @@ under a seqlock of its own (the run's flags are fastrl.memory.control's).
 
 The learner writes the weights of a *key* into bank ``key % banks``: the key is the weights
 version (the number of updates behind them), or, for the replay algorithms in deterministic
-mode, the index of the slot they are meant for (fastrl.plan.RunPlan.weights_key). With one
+mode, the index of the slot they are meant for (fastrl.plan.SlotSchedule.weights_key). With one
 bank each write replaces the last and workers take the newest; with more
 (``infra.deterministic``), a worker reads the very key its next slot is collected with, which
 stays in its bank until the learner has taken that slot.
@@ -144,3 +144,11 @@ class SharedWeights:
             if version is not None:
                 return version
             wait_until(lambda: self.has(key), should_stop)
+
+    def held(self) -> list[tuple[int, int, np.ndarray]]:
+        """``(key, version, vector)`` of every bank written, keys ascending (the writer's
+        view: call it between two writes of the same process)."""
+        found = [(int(h[KEY]) - 1, int(h[VERSION]), v.copy())
+                 for h, v in zip(self.headers, self.vectors) if h[KEY]]
+        return sorted(found, key=lambda kv: kv[0])
+

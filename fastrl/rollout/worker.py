@@ -183,7 +183,7 @@ class RolloutWorker:
         # The ring outlives a restarted worker: its counters continue where the last one was.
         self.base = {k: ring.get(k) for k in WORKER_COUNTERS}
         self._timer_base = dict(self.timer.ns)
-        self.steps_per_slot = infra.rollout_len * n
+        self.steps_per_slot = plan.slot_steps
         self.version = -1
         self.key = -1  # of the weights acting now (deterministic: fastrl.plan.SlotSchedule)
 

@@ -334,8 +334,10 @@ class RayWorkers:
             return
         while len(handle.calls) < PIPELINE:
             seq = ring.write_seq + len(handle.calls)
+            if seq - ring.get(READ_SEQ) >= ring.slots:
+                break
             weights = self._weights_for(handle.worker_id, seq)
-            if seq - ring.get(READ_SEQ) >= ring.slots or weights is None:
+            if weights is None:
                 break
             key, version, ref = weights
             send = key != handle.key_sent

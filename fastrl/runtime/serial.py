@@ -79,9 +79,13 @@ class SerialRuntime(Runtime):
     def execute(self, run: RunState) -> None:
         """Train in this thread; a second stop signal interrupts the user's code here."""
         run.stop.in_user_code = True
-        run_serial(run.memory, run.run_dir, run.worker_states, run.resume, run.events,
-                   lambda: self._tick(run))
-        run.stop.in_user_code = False
+        run.stop.on_request = run.memory.control.request_stop
+        try:
+            run_serial(run.memory, run.run_dir, run.worker_states, run.resume, run.events,
+                       lambda: self._tick(run))
+        finally:
+            run.stop.on_request = None
+            run.stop.in_user_code = False
 
     @staticmethod
     def _tick(run: RunState) -> None:

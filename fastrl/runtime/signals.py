@@ -22,6 +22,10 @@ class StopRequests:
         self.asked = False  # stop() from an embedding program
         self.forced = False  # a second stop signal
         self.callback_failed = callback_failed
+        # Called at the first stop request, from the signal handler or ask()'s thread: the
+        # serial runtime sets the run's STOP flag here, which its learner looks at even in
+        # the middle of an evaluation (one shared-memory store: safe in a handler).
+        self.on_request: Callable[[], None] | None = None
         # The serial runtime runs the user's code (envs, callbacks) in this thread: a second
         # signal must interrupt it there, since it may never look at the flags.
         self.in_user_code = False
@@ -33,12 +37,18 @@ class StopRequests:
     def ask(self) -> None:
         """Ask for a graceful stop, as a first SIGINT would (any thread)."""
         self.asked = True
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.on_request is not None:
+            self.on_request()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Raise only while the serial runtime runs the user's code in this thread: never
         # inside the cleanup after a run, which clears in_user_code first.
         if self.signal is None:
             self.signal = signum
+            self._tell()
         else:
             self.forced = True
             if self.in_user_code:

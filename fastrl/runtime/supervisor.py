@@ -64,7 +64,7 @@ class RunResult:
 class Supervisor:
     """Runs one training job described by ``cfg`` in ``run_dir``, from scratch or continuing
     from the checkpoint ``resume`` (which the caller checked with
-    :func:`~fastrl.checkpoint.check_resumable` against ``plan``, then reused here)."""
+    :func:`~fastrl.resume.check_resumable` against ``plan``, then reused here)."""
 
     def __init__(self, cfg: MainConfig, run_dir: Path, resume: Checkpoint | None = None,
                  plan: RunPlan | None = None, callbacks: Sequence[Callback] = ()) -> None:
