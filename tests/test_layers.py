@@ -23,7 +23,7 @@ LAYERS = [
     ["fastrl.runtime"],
     ["fastrl.trainer", "fastrl.errors"],
     ["fastrl.train", "fastrl.describe", "fastrl.eval.cli", "fastrl.eval.__main__",
-     "fastrl.export", "fastrl.bench", "fastrl.config_reference"],
+     "fastrl.export", "fastrl.bench", "fastrl.config_reference", "fastrl.sweep"],
 ]
 
 

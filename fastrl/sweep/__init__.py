@@ -1,0 +1,1 @@
+"""Hyper-parameter sweeps: ``python -m fastrl.sweep`` (fastrl.sweep.__main__)."""

@@ -1,0 +1,110 @@
+"""``python -m fastrl.sweep``: a 4-trial sweep on a small task prunes the trial that cannot
+learn, keeps its study in SQLite and writes a best config that trains as it is; a sweep
+killed with SIGKILL leaves no trial running and, resumed, finishes with every finished trial
+kept; a bad search space or --parallel is one line and exit 2."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from fastrl.config import load_config
+from fastrl.sweep.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "cartpole_ppo.yaml"
+# One learning rate that learns and one that cannot (the seed-0 sampler draws each within
+# the first two trials, the pruner's start-up, and the bad one after them).
+SPACE = "algo.lr: [2.0e-3, 1.0e-9]\n"
+ARGS = ["--trials", "4", "--threshold", "60", "--max-steps", "20000", "--max-seconds", "60",
+        "--report-every", "2048", "--seed", "0", "infra.num_workers=1"]
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def trials(out: Path) -> list[optuna.trial.FrozenTrial]:
+    """The trials of the sweep in ``out``, read from its database."""
+    return optuna.load_study(study_name="fastrl", storage=f"sqlite:///{out / 'study.db'}"
+                             ).get_trials()
+
+
+def completed(out: Path) -> int:
+    """Completed trials of the sweep in ``out`` so far (0 before its study exists)."""
+    try:
+        return sum(t.state == TrialState.COMPLETE for t in trials(out))
+    except KeyError:  # (the database is there, the study not yet)
+        return 0
+
+
+def test_a_sweep_prunes_the_trial_that_cannot_learn_and_writes_its_best(tmp_path, capsys,
+                                                                        no_shm_residue):
+    (tmp_path / "space.yaml").write_text(SPACE)
+    out = tmp_path / "sweep"
+    assert main([str(CONFIG), "--space", str(tmp_path / "space.yaml"), "--out", str(out),
+                 *ARGS]) == 0
+    done = trials(out)
+    states = [t.state for t in done]
+    assert len(done) == 4 and TrialState.PRUNED in states, [(t.params, t.state) for t in done]
+    for t in done:  # each trial is a normal run directory
+        assert (Path(t.user_attrs["run_dir"]) / "config.yaml").is_file()
+        assert t.state != TrialState.PRUNED or t.params["algo.lr"] == 1e-9
+    best = load_config(out / "best.yaml")
+    assert best.algo.lr == 2e-3 and best.infra.num_workers == 1
+    printed = capsys.readouterr().out
+    assert "pruned" in printed and f"its config: {out / 'best.yaml'}" in printed
+    assert (out / "sweep.png").stat().st_size > 0
+
+
+def test_a_killed_sweep_resumes_and_keeps_every_finished_trial(tmp_path, no_shm_residue):
+    (tmp_path / "space.yaml").write_text(SPACE)
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "fastrl.sweep", str(CONFIG), "--space",
+           str(tmp_path / "space.yaml"), "--out", str(out), *ARGS]
+    sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "study.db").exists() or not completed(out):
+            assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+            time.sleep(0.2)
+        running = psutil.Process(sweep.pid).children()  # the next trial's run
+        sweep.send_signal(signal.SIGKILL)
+        sweep.wait(30)
+        gone, alive = psutil.wait_procs(running, timeout=60)  # they stop on their own
+        assert not alive, "a trial outlived the killed sweep"
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait(30)
+    before = {t.number: (t.params, t.value) for t in trials(out)
+              if t.state == TrialState.COMPLETE}
+    resumed = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=200)
+    assert resumed.returncode == 0, resumed.stderr
+    after = trials(out)
+    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 4
+    assert {n: (after[n].params, after[n].value) for n in before} == before
+
+
+@pytest.mark.parametrize("space, args, message", [
+    ("algo.nope: [1, 2]\n", [], r"search space key 'algo.nope': not a config key"),
+    ("algo.update_epochs: {low: 1.5, high: 4}\n", [], r"the key is an int"),
+    ("algo.lr: {low: 0, high: 1, log: true}\n", [], r"low > 0 \(log\)"),
+    ("algo.gamma: [0.9, 1.5]\n", [], r"the value 1.5 is refused"),
+    ("algo.lr: [1.0e-3]\n", ["--parallel", "8"], r"--parallel 8: each trial runs"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, space, args, message):
+    (tmp_path / "space.yaml").write_text(space)
+    code = main([str(CONFIG), "--space", str(tmp_path / "space.yaml"), "--trials", "1",
+                 "--out", str(tmp_path / "sweep"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+    assert not (tmp_path / "sweep" / "study.db").exists()
