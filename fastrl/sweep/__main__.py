@@ -71,17 +71,19 @@ def make_pruner(name: str, plan: TrialPlan) -> optuna.pruners.BasePruner:
 
 def check_cores(parallel: int, overrides: list[str], config: Path) -> None:
     """Refuse ``--parallel`` trials that this machine's cores cannot each give a core per
-    worker and one for the learner."""
+    worker and one for the learner (with ``infra.runtime=ray`` the workers are the Ray
+    cluster's actors: a trial needs a core here for its learner only)."""
     if parallel < 1:
         raise ConfigError(f"--parallel {parallel}: must be at least 1")
     cfg = load_config(config, overrides)
-    per_trial = cfg.infra.num_workers + 1
+    workers_here = 0 if cfg.infra.runtime == "ray" else cfg.infra.num_workers
+    per_trial = workers_here + 1
     cores = len(os.sched_getaffinity(0))
     if parallel > 1 and parallel * per_trial > cores:
         raise ConfigError(
-            f"--parallel {parallel}: each trial runs {per_trial} busy processes "
-            f"(infra.num_workers={cfg.infra.num_workers} and the learner); {parallel} trials "
-            f"need {parallel * per_trial} cores, this machine gives {cores}")
+            f"--parallel {parallel}: each trial runs {per_trial} busy processes here "
+            f"({workers_here} workers and the learner); {parallel} trials need "
+            f"{parallel * per_trial} cores, this machine gives {cores}")
 
 
 def fail_stale(study: optuna.Study) -> list[int]:
@@ -124,6 +126,7 @@ def plot(study: optuna.Study, plan: TrialPlan, path: Path) -> bool:
     (False where matplotlib is not installed)."""
     try:
         import matplotlib
+        import matplotlib.ticker
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -140,6 +143,7 @@ def plot(study: optuna.Study, plan: TrialPlan, path: Path) -> bool:
         ax.set(xlabel=key, ylabel=plan.objective)
         if any(p.log for p in plan.space if p.key == key):
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

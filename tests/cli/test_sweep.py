@@ -5,6 +5,7 @@ kept; a bad search space or --parallel is one line and exit 2."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -108,3 +109,43 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, space, args, message
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert re.search(message, err), err
     assert not (tmp_path / "sweep" / "study.db").exists()
+
+
+def test_ctrl_c_stops_the_sweep_and_its_running_trial_cleanly(tmp_path, no_shm_residue):
+    (tmp_path / "space.yaml").write_text(SPACE)
+    out = tmp_path / "sweep"
+    # A terminal's Ctrl-C reaches the whole foreground process group: the sweep and its trial.
+    sweep = subprocess.Popen([sys.executable, "-m", "fastrl.sweep", str(CONFIG), "--space",
+                              str(tmp_path / "space.yaml"), "--out", str(out), *ARGS],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / "trials").glob("trial-0000/episodes.csv")):
+            assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+            time.sleep(0.2)
+        trial = psutil.Process(sweep.pid).children()
+        os.killpg(sweep.pid, signal.SIGINT)
+        out_text, err = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait(30)
+    assert sweep.returncode == 130, err
+    assert not psutil.wait_procs(trial, timeout=30)[1], "the trial outlived the sweep"
+    assert "trial  state" in out_text  # the table of what there is
+    run = out / "trials" / "trial-0000"
+    assert (run / "model.pt").is_file()  # stopped like any run: saved
+
+
+def test_parallel_trials_run_at_once_where_the_cores_allow(tmp_path, monkeypatch, capsys,
+                                                           no_shm_residue):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
+    (tmp_path / "space.yaml").write_text(SPACE)
+    out = tmp_path / "sweep"
+    assert main([str(CONFIG), "--space", str(tmp_path / "space.yaml"), "--out", str(out),
+                 *ARGS[:1], "2", *ARGS[2:], "--parallel", "2", "--pruner", "none"]) == 0
+    done = [t for t in trials(out) if t.state == TrialState.COMPLETE]
+    assert len(done) == 2
+    (a, b) = sorted(done, key=lambda t: t.datetime_start)
+    assert b.datetime_start < a.datetime_complete, "the two trials did not overlap"
