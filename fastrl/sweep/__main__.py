@@ -51,6 +51,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pruner", choices=PRUNERS, default="median",
                    help="how bad trials are stopped from their training-return curve "
                    "(default median)")
+    p.add_argument("--startup-trials", type=int, default=5,
+                   help="trials the pruner never stops: its baseline (default 5, Optuna's)")
     p.add_argument("--report-every", type=int, default=10_000,
                    help="env steps between two points of the curve the pruner sees")
     p.add_argument("--parallel", type=int, default=1, help="trials at once (default 1)")
@@ -58,11 +60,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_intermixed_args(argv)
 
 
-def make_pruner(name: str, plan: TrialPlan) -> optuna.pruners.BasePruner:
-    """The pruner ``--pruner`` names; the first trials and the first steps are never
-    pruned (too little to compare)."""
+def make_pruner(name: str, plan: TrialPlan, startup: int) -> optuna.pruners.BasePruner:
+    """The pruner ``--pruner`` names; the first ``startup`` trials and every trial's first
+    report are never pruned (too little to compare)."""
     if name == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=plan.report_every)
+        return optuna.pruners.MedianPruner(n_startup_trials=startup,
+                                           n_warmup_steps=plan.report_every)
     if name == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=plan.report_every,
                                               max_resource=plan.max_steps)
@@ -179,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=STUDY, storage=f"sqlite:///{db}", load_if_exists=args.resume,
-        direction=OBJECTIVES[args.objective], pruner=make_pruner(args.pruner, plan),
+        direction=OBJECTIVES[args.objective],
+        pruner=make_pruner(args.pruner, plan, args.startup_trials),
         sampler=optuna.samplers.TPESampler(seed=args.seed))
     for number in fail_stale(study):
         print(f"fastrl.sweep: trial {number} was running when the sweep stopped; it is "

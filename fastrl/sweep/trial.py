@@ -93,8 +93,11 @@ class TrialRun:
         plan.trials_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         with (plan.trials_dir / f"{self.name}.log").open("w") as log:
+            # A session of its own: a terminal's Ctrl-C reaches the sweep only, which then
+            # stops the trial with one SIGINT (a second one would end it unsaved).
             proc = subprocess.Popen(plan.command(self.name, params), stdout=log,
-                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_the_sweep)
+                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_the_sweep,
+                                    start_new_session=True)
             try:
                 pruned = self._watch(proc, t0)
             finally:

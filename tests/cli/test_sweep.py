@@ -27,7 +27,8 @@ CONFIG = ROOT / "configs" / "cartpole_ppo.yaml"
 # the first two trials, the pruner's start-up, and the bad one after them).
 SPACE = "algo.lr: [2.0e-3, 1.0e-9]\n"
 ARGS = ["--trials", "4", "--threshold", "60", "--max-steps", "20000", "--max-seconds", "60",
-        "--report-every", "2048", "--seed", "0", "infra.num_workers=1"]
+        "--report-every", "2048", "--startup-trials", "2", "--seed", "0",
+        "infra.num_workers=1"]
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -69,7 +70,7 @@ def test_a_killed_sweep_resumes_and_keeps_every_finished_trial(tmp_path, no_shm_
     (tmp_path / "space.yaml").write_text(SPACE)
     out = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "fastrl.sweep", str(CONFIG), "--space",
-           str(tmp_path / "space.yaml"), "--out", str(out), *ARGS]
+           str(tmp_path / "space.yaml"), "--out", str(out), *ARGS[:1], "2", *ARGS[2:]]
     sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -90,8 +91,10 @@ def test_a_killed_sweep_resumes_and_keeps_every_finished_trial(tmp_path, no_shm_
     resumed = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=200)
     assert resumed.returncode == 0, resumed.stderr
     after = trials(out)
-    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 4
+    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 2
+    assert TrialState.FAIL in [t.state for t in after]  # the one the kill cut short
     assert {n: (after[n].params, after[n].value) for n in before} == before
+    assert "was running when the sweep stopped" in resumed.stderr
 
 
 @pytest.mark.parametrize("space, args, message", [
@@ -114,7 +117,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, space, args, message
 def test_ctrl_c_stops_the_sweep_and_its_running_trial_cleanly(tmp_path, no_shm_residue):
     (tmp_path / "space.yaml").write_text(SPACE)
     out = tmp_path / "sweep"
-    # A terminal's Ctrl-C reaches the whole foreground process group: the sweep and its trial.
+    # A terminal's Ctrl-C reaches the sweep's process group; the trial, in a session of its
+    # own, gets one SIGINT from the sweep (a second one would end it unsaved).
     sweep = subprocess.Popen([sys.executable, "-m", "fastrl.sweep", str(CONFIG), "--space",
                               str(tmp_path / "space.yaml"), "--out", str(out), *ARGS],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
