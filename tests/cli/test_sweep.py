@@ -18,8 +18,8 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from fastrl.config import load_config
-from fastrl.sweep.__main__ import main
+from fastrl.config import ConfigError, load_config
+from fastrl.sweep.__main__ import check_cores, main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "cartpole_ppo.yaml"
@@ -153,3 +153,10 @@ def test_parallel_trials_run_at_once_where_the_cores_allow(tmp_path, monkeypatch
     assert len(done) == 2
     (a, b) = sorted(done, key=lambda t: t.datetime_start)
     assert b.datetime_start < a.datetime_complete, "the two trials did not overlap"
+
+
+def test_ray_trials_count_only_their_learner_against_this_machine(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    check_cores(2, ["infra.runtime=ray"], CONFIG)  # 2 learners here, the workers elsewhere
+    with pytest.raises(ConfigError, match=r"2 trials need 6 cores, this machine gives 2"):
+        check_cores(2, [], CONFIG)
