@@ -19,7 +19,7 @@ import pytest
 from optuna.trial import TrialState
 
 from fastrl.config import ConfigError, load_config
-from fastrl.sweep.__main__ import check_cores, main
+from fastrl.sweep.cli import check_cores, main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "cartpole_ppo.yaml"
@@ -160,3 +160,14 @@ def test_ray_trials_count_only_their_learner_against_this_machine(monkeypatch):
     check_cores(2, ["infra.runtime=ray"], CONFIG)  # 2 learners here, the workers elsewhere
     with pytest.raises(ConfigError, match=r"2 trials need 6 cores, this machine gives 2"):
         check_cores(2, [], CONFIG)
+
+
+def test_without_optuna_the_command_names_the_extra():
+    code = ("import runpy, sys; sys.modules['optuna'] = None; "
+            "runpy.run_module('fastrl.sweep', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("fastrl.sweep: error: sweeps need Optuna, the 'sweep' "
+                                   "extra: pip install -c constraints.txt -e \".[sweep]\"")
+
