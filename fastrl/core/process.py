@@ -42,12 +42,16 @@ def become_child(parent_pid: int) -> None:
     # (the server may have been started with them blocked, and a fork inherits the mask; a
     # worker's own SIGTERM handler must see them)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    exit_with_parent(signal.SIGKILL)
     release_fork_server()
     if os.getppid() != parent_pid:  # the server died before prctl took effect
         os._exit(1)
     jit.restart()  # (the server's compiling is not this child's)
+
+
+def exit_with_parent(sig: int) -> None:
+    """Have Linux send this process ``sig`` when its parent dies (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
 
 
 #: glibc mallopt() parameters (malloc.h)

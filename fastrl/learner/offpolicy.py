@@ -32,6 +32,7 @@ from fastrl.learner.report import ReportWindow
 from fastrl.memory.layout import storage_of
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
+from fastrl.models.policy import flat_params
 from fastrl.plan import RunPlan
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer, linear_schedule
 from fastrl.resume import savez
@@ -237,7 +238,7 @@ class ReplayFeed:
         self.window.note_slots(slot, version, self.inserted)
         if self.schedule:
             key = self.inserted // self.slot_steps + self.schedule.delay
-            publish_weights(self.weights, self.policy, version, range(key, key + 1))
+            self.weights.write(flat_params(self.policy), version, key)
         ring.release()
         self.inserted += self.slot_steps
 

@@ -14,7 +14,6 @@ pruner can stop a bad trial early (SIGINT: the run stops as any run does). The o
 
 from __future__ import annotations
 
-import ctypes
 import math
 import signal
 import subprocess
@@ -27,12 +26,12 @@ import numpy as np
 import optuna
 
 from fastrl.bench.solve import WINDOW, first_solved, read_rows, stop
+from fastrl.core.process import exit_with_parent
 from fastrl.sweep.space import Param, override
 
 #: Each objective and the direction Optuna optimizes it in.
 OBJECTIVES = {"solve-time": "minimize", "final-return": "maximize", "best-return": "maximize"}
 POLL_S = 0.2  # between looks at a trial's episode log
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class TrialPlan:
 def _die_with_the_sweep() -> None:
     """In the trial's process before exec: a SIGTERM (a graceful stop) when the sweep
     dies, so that a killed sweep leaves no trial running."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    exit_with_parent(signal.SIGTERM)
 
 
 def rolling_means(returns: list[float]) -> np.ndarray:
