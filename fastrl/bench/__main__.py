@@ -21,7 +21,7 @@ from fastrl.bench.learner import LEARNER_SCENARIOS, SideResult, print_learner, r
 from fastrl.bench.measure import Result, failed
 from fastrl.bench.replay import print_replay, run_replay
 from fastrl.bench.report import plot_scaling, print_table, write_json
-from fastrl.bench.solve import TASKS, plot_solve, print_solve, run_solve, summarize
+from fastrl.bench.solve import DEFAULT_TASKS, TASKS, plot_solve, print_solve, run_solve, summarize
 from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
@@ -129,9 +129,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--replay-frames", type=_positive(int, zero_ok=True), default=100_000,
                    help="replay scenario: capacity of the 84x84 uint8 frame buffer, 0 to leave "
                         "frames out (default 100000)")
-    p.add_argument("--solve-tasks", type=_names(tuple(TASKS)), default=list(TASKS),
+    p.add_argument("--solve-tasks", type=_names(tuple(TASKS)), default=list(DEFAULT_TASKS),
                    help=f"solve scenario: comma-separated tasks from {', '.join(TASKS)} "
-                        "(default: all)")
+                        f"(default: {','.join(DEFAULT_TASKS)}; the MuJoCo tasks need the "
+                        "mujoco extra, breakout-ppo the atari one)")
     p.add_argument("--seeds", type=_positive(int), default=3,
                    help="solve scenario: seeds 1..N of every system (default 3)")
     p.add_argument("--solve-max-seconds", type=_positive(float), default=None,

@@ -14,6 +14,8 @@ import argparse
 import csv
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -22,29 +24,92 @@ def _linear(start: float):
     return lambda progress_remaining: progress_remaining * start
 
 
-#: SB3 algorithm class -> (env id, n_envs, n_timesteps, SB3 keyword arguments) of the zoo
-ZOO: dict[str, tuple[str, int, int, dict[str, Any]]] = {
+@dataclass(frozen=True)
+class ZooEntry:
+    """One entry of the zoo's ``hyperparams/<algo>.yml``: what SB3 is made with."""
+
+    algo: str  # SB3 algorithm class
+    env_id: str
+    n_envs: int
+    n_timesteps: int
+    kwargs: dict[str, Any]
+    normalize: bool = False  # the zoo's ``normalize: true``: VecNormalize (obs and reward)
+    atari: bool = False  # the zoo's ``atari`` entry: AtariWrapper, 4 frames stacked, CnnPolicy
+    net: Callable[[], dict[str, Any]] | None = None  # policy_kwargs that need torch
+
+
+def _mujoco_ppo_net() -> dict[str, Any]:
+    """The zoo's tuned MuJoCo PPO network: ReLU, 256x256 apart, log std -2, no orthogonal
+    init."""
+    from torch import nn
+
+    return dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU,
+                net_arch=dict(pi=[256, 256], vf=[256, 256]))
+
+
+#: the bench's solve task -> its zoo entry (the zoo has v4 MuJoCo and NoFrameskip-v4 Atari
+#: entries; the bench runs the v5 ids with them)
+ZOO: dict[str, ZooEntry] = {
     # hyperparams/ppo.yml, CartPole-v1 ("Tuned")
-    "PPO": ("CartPole-v1", 8, 100_000, dict(
+    "cartpole-ppo": ZooEntry("PPO", "CartPole-v1", 8, 100_000, dict(
         n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
         learning_rate=_linear(0.001), clip_range=_linear(0.2))),
     # hyperparams/dqn.yml, CartPole-v1 ("Almost Tuned")
-    "DQN": ("CartPole-v1", 1, 50_000, dict(
+    "cartpole-dqn": ZooEntry("DQN", "CartPole-v1", 1, 50_000, dict(
         learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000,
         gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
         exploration_fraction=0.16, exploration_final_eps=0.04,
         policy_kwargs=dict(net_arch=[256, 256]))),
     # hyperparams/sac.yml, Pendulum-v1 (the rest: SB3's SAC defaults)
-    "SAC": ("Pendulum-v1", 1, 20_000, dict(learning_rate=1e-3)),
+    "pendulum-sac": ZooEntry("SAC", "Pendulum-v1", 1, 20_000, dict(learning_rate=1e-3)),
+    # hyperparams/ppo.yml, Hopper-v4 ("Tuned")
+    "hopper-ppo": ZooEntry("PPO", "Hopper-v5", 1, 1_000_000, dict(
+        batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05,
+        ent_coef=0.00229519, clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7,
+        vf_coef=0.835671), normalize=True, net=_mujoco_ppo_net),
+    # hyperparams/sac.yml, HalfCheetah-v3 (&mujoco-defaults; the rest: SB3's SAC defaults)
+    "halfcheetah-sac": ZooEntry("SAC", "HalfCheetah-v5", 1, 1_000_000,
+                                dict(learning_starts=10_000)),
+    # hyperparams/ppo.yml, atari (the ALE/ id with frameskip=1: AtariWrapper skips frames)
+    "breakout-ppo": ZooEntry("PPO", "ALE/Breakout-v5", 8, 10_000_000, dict(
+        n_steps=128, n_epochs=4, batch_size=256, learning_rate=_linear(2.5e-4),
+        clip_range=_linear(0.1), vf_coef=0.5, ent_coef=0.01), atari=True),
 }
+
+
+def make_env(entry: ZooEntry, vec: str, seed: int):
+    """The entry's vectorised env as the zoo makes it: Monitor on each env (episode returns
+    before any normalisation or clipping), then Atari's wrappers and frame stack, or
+    VecNormalize with the entry's gamma."""
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import (
+        DummyVecEnv,
+        SubprocVecEnv,
+        VecFrameStack,
+        VecNormalize,
+    )
+
+    vec_cls = SubprocVecEnv if vec == "subproc" else DummyVecEnv
+    if entry.atari:
+        import ale_py
+        import gymnasium as gym
+
+        gym.register_envs(ale_py)
+        env = make_atari_env(entry.env_id, n_envs=entry.n_envs, seed=seed,
+                             vec_env_cls=vec_cls, env_kwargs={"frameskip": 1})
+        return VecFrameStack(env, n_stack=4)
+    env = make_vec_env(entry.env_id, n_envs=entry.n_envs, seed=seed, vec_env_cls=vec_cls)
+    if entry.normalize:
+        env = VecNormalize(env, gamma=entry.kwargs.get("gamma", 0.99))
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:
     """Train until SB3's step budget ends or a SIGINT (the bench's stop) arrives."""
     p = argparse.ArgumentParser(prog="python -m fastrl.bench.sb3_solve",
                                 description=__doc__.splitlines()[0])
-    p.add_argument("--algo", choices=tuple(ZOO), required=True,
-                   help="the SB3 algorithm class")
+    p.add_argument("--task", choices=tuple(ZOO), required=True,
+                   help="the solve task whose zoo entry SB3 trains")
     p.add_argument("--vec", choices=("dummy", "subproc"), default="dummy",
                    help="SB3's DummyVecEnv (envs in this process) or SubprocVecEnv")
     p.add_argument("--seed", type=int, default=1)
@@ -53,10 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    env_id, n_envs, n_timesteps, kwargs = ZOO[args.algo]
+    entry = ZOO[args.task]
     out = open(args.out, "w", newline="")  # noqa: SIM115 (closed in the finally below)
     rows = csv.writer(out)
     rows.writerow(("step", "return", "length", "time"))
@@ -74,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
                 out.flush()
             return True
 
-    vec_cls = SubprocVecEnv if args.vec == "subproc" else DummyVecEnv
-    env = make_vec_env(env_id, n_envs=n_envs, seed=args.seed, vec_env_cls=vec_cls)
-    algo_cls = getattr(stable_baselines3, args.algo)
+    env = make_env(entry, args.vec, args.seed)
+    kwargs = dict(entry.kwargs)
+    if entry.net:
+        kwargs["policy_kwargs"] = entry.net()
+    policy = "CnnPolicy" if entry.atari else "MlpPolicy"
+    algo_cls = getattr(stable_baselines3, entry.algo)
     try:
-        model = algo_cls("MlpPolicy", env, seed=args.seed, device="cpu", verbose=0, **kwargs)
-        model.learn(total_timesteps=n_timesteps, callback=LogEpisodes())
+        model = algo_cls(policy, env, seed=args.seed, device="cpu", verbose=0, **kwargs)
+        model.learn(total_timesteps=entry.n_timesteps, callback=LogEpisodes())
     except KeyboardInterrupt:
         pass  # the bench stops a run once it has solved the task
     finally:

@@ -5,10 +5,11 @@ Every run is a fresh process (``python -m fastrl.train CONFIG`` with fastrl's sh
 config; ``python -m fastrl.bench.sb3_solve`` with the RL Baselines3 Zoo's hyper-parameters),
 timed from just before it starts, imports included. Both log every ended training episode
 to a CSV file (step, return, length, time); the bench reads it as it grows and judges every
-system alike: a task is solved when the mean return of the last :data:`WINDOW` ended
-training episodes first reaches the task's threshold. The bench then stops the run
-(SIGINT), or stops it unsolved at the task's cap on steps or seconds. For fastrl it also
-records when the run's own evaluation first reached the config's ``algo.target_return``.
+system alike: a task is solved when the mean return of the last ended training episodes
+(:data:`WINDOW` of them, or the task's own window) first reaches the task's threshold. The
+bench then stops the run (SIGINT), or stops it unsolved at the task's cap on steps or
+seconds. For fastrl it also records when the run's own evaluation first reached the config's
+``algo.target_return``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class Peer:
 @dataclass(frozen=True)
 class Task:
     """A task of the scenario: fastrl's shipped config, the threshold both systems must
-    reach, the SB3 variants, and the caps after which a run counts as unsolved."""
+    reach (the mean return of the last ``window`` ended training episodes), the SB3
+    variants, and the caps after which a run counts as unsolved."""
 
     name: str
     config: str  # under configs/
@@ -54,20 +56,37 @@ class Task:
     peers: tuple[Peer, ...]
     max_steps: int
     max_seconds: float
+    window: int = WINDOW  # ended training episodes in the criterion's mean
+    overrides: tuple[str, ...] = ()  # key=value on the config (the env of a shared config)
 
 
 TASKS: dict[str, Task] = {t.name: t for t in (
     Task("cartpole-ppo", "cartpole_ppo.yaml", 475.0, (
-        Peer("SB3 PPO DummyVecEnv", ("--algo", "PPO", "--vec", "dummy")),
-        Peer("SB3 PPO SubprocVecEnv", ("--algo", "PPO", "--vec", "subproc")),
+        Peer("SB3 PPO DummyVecEnv", ("--task", "cartpole-ppo", "--vec", "dummy")),
+        Peer("SB3 PPO SubprocVecEnv", ("--task", "cartpole-ppo", "--vec", "subproc")),
     ), max_steps=500_000, max_seconds=300.0),
     Task("cartpole-dqn", "cartpole_dqn.yaml", 475.0, (
-        Peer("SB3 DQN", ("--algo", "DQN")),
+        Peer("SB3 DQN", ("--task", "cartpole-dqn")),
     ), max_steps=200_000, max_seconds=300.0),
     Task("pendulum-sac", "pendulum_sac.yaml", -200.0, (
-        Peer("SB3 SAC", ("--algo", "SAC")),
+        Peer("SB3 SAC", ("--task", "pendulum-sac")),
     ), max_steps=30_000, max_seconds=400.0),
+    # MuJoCo and Atari need their extras; they are not in DEFAULT_TASKS
+    Task("hopper-ppo", "mujoco_ppo.yaml", 1000.0, (
+        Peer("SB3 PPO", ("--task", "hopper-ppo")),
+    ), max_steps=300_000, max_seconds=1800.0, overrides=("env.id=Hopper-v5",)),
+    Task("halfcheetah-sac", "mujoco_sac.yaml", 2500.0, (
+        Peer("SB3 SAC", ("--task", "halfcheetah-sac")),
+    ), max_steps=150_000, max_seconds=3600.0, overrides=("env.id=HalfCheetah-v5",)),
+    Task("breakout-ppo", "atari_ppo.yaml", 5.0, (
+        Peer("SB3 PPO DummyVecEnv", ("--task", "breakout-ppo", "--vec", "dummy")),
+        Peer("SB3 PPO SubprocVecEnv", ("--task", "breakout-ppo", "--vec", "subproc")),
+    ), max_steps=10_000_000, max_seconds=2700.0, window=100,
+        overrides=("env.id=ALE/Breakout-v5",)),
 )}
+
+#: the tasks ``--scenario solve`` runs unless told: those that need no extra beyond bench's
+DEFAULT_TASKS = ("cartpole-ppo", "cartpole-dqn", "pendulum-sac")
 
 
 def first_solved(returns: list[float] | np.ndarray, threshold: float,
@@ -121,14 +140,15 @@ class SolveRun:
 
 
 def judge(run: SolveRun, episodes: list[dict[str, str]], t0: float, threshold: float,
-          evals: list[dict[str, str]] = (), eval_target: float | None = None) -> None:
+          evals: list[dict[str, str]] = (), eval_target: float | None = None,
+          window: int = WINDOW) -> None:
     """Fill ``run``'s solve (and evaluation) figures from its logs, ``t0`` being the Unix
     time its process started."""
     returns = [float(e["return"]) for e in episodes]
     run.curve = {"seconds": [float(e["time"]) - t0 for e in episodes], "return": returns,
                  "step": [int(float(e["step"])) for e in episodes]}
     run.steps = run.curve["step"][-1] if episodes else 0
-    i = first_solved(returns, threshold)
+    i = first_solved(returns, threshold, window)
     if i is not None:
         run.solved_s, run.solved_step = run.curve["seconds"][i], run.curve["step"][i]
     if eval_target is not None:
@@ -139,7 +159,7 @@ def judge(run: SolveRun, episodes: list[dict[str, str]], t0: float, threshold: f
 
 
 def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: float,
-                max_steps: int, max_seconds: float, log: Path) -> float:
+                max_steps: int, max_seconds: float, log: Path, window: int = WINDOW) -> float:
     """Start ``cmd``, watch its episode log until the task is solved, the caps are reached
     or it exits, then stop it (SIGINT; killed after :data:`EXIT_WAIT_S`); returns the Unix
     time it started. Its output goes to ``log``."""
@@ -150,7 +170,8 @@ def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: fl
             while proc.poll() is None:
                 time.sleep(POLL_S)
                 rows = read_rows(episodes_csv)
-                if first_solved([float(r["return"]) for r in rows], threshold) is not None:
+                if first_solved([float(r["return"]) for r in rows], threshold,
+                                window) is not None:
                     break
                 if time.time() - t0 > max_seconds or \
                         (rows and float(rows[-1]["step"]) >= max_steps):
@@ -182,16 +203,17 @@ def run_fastrl(task: Task, seed: int, work: Path, extra: list[str] = ()) -> Solv
     training criterion can be reached, and the time it would have is taken from its
     ``evals.csv``."""
     config = CONFIGS / task.config
-    target = load_config(config, list(extra)).algo.target_return
+    extra = [*task.overrides, *extra]
+    target = load_config(config, extra).algo.target_return
     run = SolveRun(task.name, "fastrl", seed)
     run_dir = work / f"fastrl-{task.name}-s{seed}"
     cmd = [sys.executable, "-m", "fastrl.train", str(config), f"seed={seed}",
            "algo.target_return=null", f"log.run_dir={work}", f"log.run_name={run_dir.name}",
            "log.console=false", *extra]
     t0 = run_process(cmd, run, run_dir / "episodes.csv", task.threshold, task.max_steps,
-                     task.max_seconds, work / f"{run_dir.name}.log")
+                     task.max_seconds, work / f"{run_dir.name}.log", task.window)
     judge(run, read_rows(run_dir / "episodes.csv"), t0, task.threshold,
-          read_rows(run_dir / "evals.csv"), target)
+          read_rows(run_dir / "evals.csv"), target, task.window)
     return run
 
 
@@ -203,8 +225,8 @@ def run_sb3(task: Task, peer: Peer, seed: int, work: Path) -> SolveRun:
     cmd = [sys.executable, "-m", "fastrl.bench.sb3_solve", *peer.args, f"--seed={seed}",
            f"--out={episodes}"]
     t0 = run_process(cmd, run, episodes, task.threshold, task.max_steps, task.max_seconds,
-                     work / f"{name}.log")
-    judge(run, read_rows(episodes), t0, task.threshold)
+                     work / f"{name}.log", task.window)
+    judge(run, read_rows(episodes), t0, task.threshold, window=task.window)
     return run
 
 
@@ -291,7 +313,8 @@ def print_solve(rows: list[dict]) -> None:
     from rich.table import Table
 
     t = Table(title=f"solve: seconds from process start until the mean return of the last "
-                    f"{WINDOW} training episodes reaches the threshold (medians over seeds)",
+                    f"{WINDOW} training episodes (breakout-ppo: 100) reaches the threshold "
+                    "(medians over seeds)",
               caption="<x: no SB3 variant of the task solved in most seeds; each unsolved "
                       "run counts the seconds it ran, so x is an upper bound")
     for col in ("task", "system", "solved", "seconds", "env steps", "fastrl eval s",
@@ -314,7 +337,7 @@ def print_solve(rows: list[dict]) -> None:
 
 
 def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
-    """Training return (mean of the last :data:`WINDOW` episodes) against wall seconds, one
+    """Training return (mean of the task's window of episodes) against wall seconds, one
     panel per task, one line per system and seed; False without matplotlib."""
     tasks = list(dict.fromkeys(r.task for r in runs))
     plt = pyplot() if tasks else None
@@ -325,7 +348,7 @@ def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
     for ax, task in zip(axes[0], tasks):
         for r in (r for r in runs if r.task == task and r.curve.get("return")):
             ret = np.asarray(r.curve["return"])
-            k = min(WINDOW, len(ret))
+            k = min(TASKS[task].window, len(ret))
             mean = np.convolve(ret, np.ones(k) / k, "valid")
             color = colors.setdefault(r.system, f"C{len(colors)}")
             ax.plot(r.curve["seconds"][k - 1:], mean, color=color, alpha=0.8,
@@ -333,7 +356,7 @@ def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
         ax.axhline(TASKS[task].threshold, color="k", ls="--", lw=0.8)
         ax.set_title(task)
         ax.set_xlabel("seconds from process start")
-        ax.set_ylabel(f"training return (last {WINDOW} episodes)")
+        ax.set_ylabel(f"training return (last {TASKS[task].window} episodes)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     save_figure(plt, fig, path)

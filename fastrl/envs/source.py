@@ -27,6 +27,7 @@ from fastrl.envs.errors import (
     check_batch_arrays,
     contract_violation,
 )
+from fastrl.envs.mujoco import is_mujoco, prepare_mujoco
 from fastrl.memory.layout import storage_of
 
 
@@ -65,6 +66,8 @@ def make_env(env_id: str, kwargs: dict[str, Any], atari: AtariSettings | None = 
     try:
         if is_atari(env_id):
             return make_atari(env_id, kwargs, atari or AtariSettings())
+        if is_mujoco(env_id):
+            prepare_mujoco(env_id)
         return gym.make(env_id, **{"disable_env_checker": True, **kwargs})
     except (gym.error.Error, ImportError, TypeError) as e:
         raise cannot_make(env_id, kwargs, e) from e
