@@ -10,6 +10,7 @@ same number of processes; SyncVectorEnv and EnvPool step the same total envs as 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from functools import partial
@@ -97,6 +98,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="comma-separated env ids fastrl runs (fastrl/CartPole-v1 is fastrl's "
                         "numba batched CartPole); peers step the first Gymnasium id of the "
                         "list (CartPole-v1 for fastrl/CartPole-v1). Default: CartPole-v1")
+    p.add_argument("--backend", type=_names(("gymnasium", "envpool")), default=["gymnasium"],
+                   help="comma-separated env.backend values fastrl's runs use, each its own "
+                        "row (envpool: one EnvPool batch per worker; default gymnasium)")
     p.add_argument("--heavy-us", type=float, default=0.0,
                    help="add this many µs of fixed CPU work to every env step (0: off): "
                         "CartPole-v1 becomes fastrl/HeavyCartPole-v1 (its peers' env too), "
@@ -174,10 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in args.scenario:
         if scenario in ("replay", SOLVE):
             continue  # runs of their own below: no env workers here
-        for env_id in env_ids:
+        for env_id, backend in itertools.product(env_ids, args.backend):
             for w in args.workers:
-                label = f"fastrl {scenario} {env_id} w={w}"
+                label = f"fastrl {scenario} {env_id} {backend} w={w}"
                 if scenario in LEARNER_SCENARIOS:
+                    if backend != args.backend[0]:
+                        continue  # no envs step in the learner scenarios
                     learner_jobs.append((label, partial(
                         run_learner, scenario, env_id, kwargs, w, args.envs_per_worker,
                         args.rollout_len, rounds=args.repeats,
@@ -187,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                         run_fastrl, scenario, env_id, kwargs, w, args.envs_per_worker,
                         args.rollout_len, label_env=env_id != peer_env,
                         # (Ray places its actors itself)
-                        extra=[] if "infra.runtime=ray" in SCENARIOS[scenario] else extra,
+                        extra=[f"env.backend={backend}",
+                               *([] if "infra.runtime=ray" in SCENARIOS[scenario] else extra)],
                         **window)))
     # The peers step envs as fastrl's collect scenarios do: nothing to compare them with
     # when none of those runs (the solve scenario runs SB3 its own way).

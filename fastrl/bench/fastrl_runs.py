@@ -103,7 +103,8 @@ def run_fastrl(scenario: str, env_id: str, env_kwargs: dict, workers: int,
             raise KeyboardInterrupt
         if len(window) != 2:
             raise RuntimeError("the fastrl run ended before its measurement window did")
-    name = f"fastrl {scenario}" + (f" [{env_id}]" if label_env else "")
+    name = f"fastrl {scenario}" + (f" [{env_id}]" if label_env else "") + \
+        (f" ({cfg.env.backend} backend)" if cfg.env.backend != "gymnasium" else "")
     result = summarize(name, scenario, workers, workers * envs_per_worker, *window)
     result.costs = {**window_costs(*window, roles), "start_s": started_s[0]}
     return result

@@ -12,6 +12,7 @@ import numpy as np
 
 from fastrl.bench.measure import Result, skipped, snapshot, summarize
 from fastrl.envs.atari import PREFIX, AtariSettings, is_atari
+from fastrl.envs.envpool import envpool_atari
 from fastrl.envs.source import make_env
 from fastrl.models.actors import RANDOM_TABLE, RandomActor
 
@@ -128,13 +129,3 @@ def envpool(env_id, kwargs, num_envs, workers, warmup_s, duration_s) -> Result:
     return _vector("EnvPool", lambda: ep.make_gymnasium(
         env_id, num_envs=num_envs, num_threads=workers, **kwargs), workers, num_envs,
         warmup_s, duration_s)
-
-
-def envpool_atari(atari: AtariSettings) -> dict[str, Any]:
-    """EnvPool's options for fastrl.envs.atari's preprocessing (``atari``): the same frames,
-    no-ops, sticky actions and episode ends, no reward clipping and no FIRE at reset."""
-    return {"episodic_life": atari.terminal_on_life_loss, "reward_clip": False,
-            "use_fire_reset": False, "stack_num": atari.frame_stack,
-            "frame_skip": atari.frame_skip, "noop_max": atari.noop_max,
-            "img_height": atari.screen_size, "img_width": atari.screen_size,
-            "gray_scale": True, "repeat_action_probability": atari.sticky_actions}

@@ -21,6 +21,7 @@ from fastrl.core.settings import setting
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
 from fastrl.envs.atari import AtariSettings, is_atari, make_atari
 from fastrl.envs.batched import StepRows, WritesRows, copy_step, own_rows
+from fastrl.envs.envpool import EnvPoolGroup, envpool_task
 from fastrl.envs.errors import (
     EnvContractError,
     EnvError,
@@ -44,6 +45,11 @@ class EnvConfig:
     vector_fn: str = setting("", "import string 'package.module:make_sim' of a batched "
                              "simulator factory, called as make_sim(seeds, **kwargs) "
                              "(fastrl.envs.BatchedEnv)")
+    backend: str = setting("gymnasium", "what steps a worker's envs: gymnasium (one "
+                           "gymnasium.make env each, stepped in turn) or envpool (one EnvPool "
+                           "batch on one C++ thread, for the Atari and MuJoCo ids EnvPool "
+                           "ships; evaluation steps Gymnasium's env)",
+                           choices=("gymnasium", "envpool"))
     clip_rewards: bool = setting(False, "train on the sign of every reward (Atari's usual "
                                  "clipping); returns are logged and evaluated unclipped")
     atari: AtariSettings = field(default_factory=AtariSettings)
@@ -123,6 +129,7 @@ class EnvSource:
     env_fn: Callable[..., gym.Env] | str | None = None
     vector_env_fn: Callable[..., BatchedEnv] | str | None = None
     atari: AtariSettings = field(default_factory=AtariSettings)
+    backend: str = "gymnasium"
 
     @property
     def batched(self) -> bool:
@@ -151,6 +158,8 @@ class EnvSource:
 
     def make(self, seeds: list[int]) -> BatchedEnv:
         """One env per seed behind the :class:`~fastrl.envs.batched.BatchedEnv` interface."""
+        if self.backend == "envpool":
+            return EnvPoolGroup(self.env_id, self.kwargs, self.atari, seeds)
         if not self.batched:
             return EnvGroup(self, seeds)
         if self.vector_env_fn is None:
@@ -175,11 +184,17 @@ def env_source(cfg: EnvConfig, env_fn: Callable[..., gym.Env] | str | None = Non
     if env_fn is not None and vector_env_fn is not None:
         raise EnvError("give an env factory (env_fn / env.fn) or a batched simulator "
                        "(vector_env_fn / env.vector_fn), not both")
+    if cfg.backend == "envpool":
+        if env_fn is not None or vector_env_fn is not None or cfg.id in BUILTIN_BATCHED:
+            raise EnvError("env.backend=envpool steps EnvPool's own envs by env.id; a factory "
+                           "(env.fn, env.vector_fn) or a built-in simulator takes "
+                           "env.backend=gymnasium")
+        envpool_task(cfg.id, dict(cfg.kwargs), cfg.atari)  # refuses ids EnvPool lacks
     for name, ref in (("env_fn", env_fn), ("vector_env_fn", vector_env_fn)):
         if ref is not None and not (isinstance(ref, str) or callable(ref)):
             raise EnvError(f"{name}={ref!r}: expected a callable or an import string "
                            "'package.module:function'")
-    return EnvSource(cfg.id, dict(cfg.kwargs), env_fn, vector_env_fn, cfg.atari)
+    return EnvSource(cfg.id, dict(cfg.kwargs), env_fn, vector_env_fn, cfg.atari, cfg.backend)
 
 
 class CheckedBatchedEnv:

@@ -13,9 +13,9 @@ from fastrl.bench.__main__ import median, parse_args
 from fastrl.bench.fastrl_runs import window_costs
 from fastrl.bench.learner import LoopbackRing, learner_config, synthetic_slot
 from fastrl.bench.measure import Snapshot, skipped, summarize
-from fastrl.bench.peers import envpool_atari
 from fastrl.bench.report import plot_scaling
 from fastrl.envs.atari import AtariSettings
+from fastrl.envs.envpool import envpool_atari
 from fastrl.memory.control import RunControl
 from fastrl.plan import plan_run
 

@@ -18,8 +18,8 @@ SHORT = {"mujoco_ppo": ["infra.envs_per_worker=4", "algo.total_steps=4096",
 @pytest.mark.parametrize("config", sorted(SHORT))
 def test_a_mujoco_config_trains_and_warns_once_per_process(config, tmp_path, no_shm_residue,
                                                            capfd):
-    proc = train_main([str(CONFIGS / f"{config}.yaml"), "log.eval_episodes=1", "log.run_name=run", *SHORT[config]],
-                      tmp_path, capfd)
+    proc = train_main([str(CONFIGS / f"{config}.yaml"), "log.eval_episodes=1",
+                       "log.run_name=run", *SHORT[config]], tmp_path, capfd)
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "run"
     assert (run / "model.pt").exists()

@@ -1,0 +1,183 @@
+"""The learner's update on the CPU (issue 31): the MuJoCo MLPs (PPO on Hopper, SAC on
+HalfCheetah) and the Nature CNN (PPO on Breakout), each with the options that might speed
+it up, beside Stable-Baselines3's training throughput on the same task, in the same run.
+
+    python benchmarks/learner_cpu.py [--cases hopper-ppo,halfcheetah-sac,breakout-ppo]
+                                     [--rounds 3] [--seconds 4]
+
+fastrl's side is its own update (fastrl.algos, made as the learner makes it, from the
+shipped config) on a synthetic batch valid for the env's spaces (fastrl.bench.learner's
+``synthetic_slot``), in the learner's torch setting (``learner_torch``). The variants:
+
+- ``shipped``: as the learner runs it (``infra.learner_threads=1``);
+- ``2 threads``: two intra-op threads;
+- ``compile``: ``torch.compile`` of the networks' forward passes;
+- ``channels-last``: the CNN's weights in channels-last memory (the CNN only);
+- ``bf16``: ``torch.autocast("cpu", torch.bfloat16)`` around the update.
+
+SB3's side is its ``train()`` with the RL Baselines3 Zoo's hyper-parameters of the task
+(fastrl.bench.sb3_solve), timed around each call during a real ``learn()``. The figure is
+samples trained per CPU-second of the process (a sample: one transition in one gradient
+step; PPO's batch times its epochs, SAC's batch size per step), so that a variant using
+two threads pays for both. Variants and SB3 run in alternating rounds; medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fastrl.bench.learner import synthetic_slot
+from fastrl.bench.sb3_solve import ZOO, make_env
+from fastrl.config import load_config
+from fastrl.core.process import learner_torch
+from fastrl.plan import plan_run
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A task: fastrl's config (and overrides) and the SB3 zoo entry of the same task."""
+
+    config: str
+    overrides: tuple[str, ...]
+    cnn: bool = False
+
+
+CASES = {
+    "hopper-ppo": Case("mujoco_ppo.yaml", ("env.id=Hopper-v5",)),
+    "halfcheetah-sac": Case("mujoco_sac.yaml", ("env.id=HalfCheetah-v5",)),
+    "breakout-ppo": Case("atari_ppo.yaml", ("env.id=ALE/Breakout-v5",), cnn=True),
+}
+
+
+def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
+    """One call of fastrl's update for ``case`` under ``variant``, and the samples it
+    trains."""
+    cfg = load_config(CONFIGS / case.config, list(case.overrides))
+    plan = plan_run(cfg)
+    policy = plan.make_policy()
+    algo = cfg.algo.algorithm
+    if variant == "channels-last":
+        policy = policy.to(memory_format=torch.channels_last)
+    update = algo.make_update(cfg.algo, policy, plan.obs_space, plan.act_space,
+                              torch.device("cpu"))
+    if variant == "compile":
+        _compile_forwards(update)
+    slot = synthetic_slot(plan)
+    if algo.data.on_policy:
+        fields = {f.name: f for f in plan.layout.fields}
+        batch = {k: torch.as_tensor(np.broadcast_to(np.asarray(v, fields[k].dtype),
+                                                    fields[k].shape).copy())
+                 for k, v in slot.items() if k in fields}
+        samples = cfg.batch_size * cfg.algo.update_epochs
+        return (lambda: update.update(batch, cfg.algo.lr)), samples
+    size = cfg.algo.replay.batch_size
+    obs = torch.as_tensor(slot["obs"].reshape(-1, *plan.obs_space.shape)[:size])
+    act = torch.as_tensor(slot["action"].reshape(-1, *plan.act_space.shape)[:size])
+    batch = {"obs": obs, "next_obs": obs.clone(), "action": act,
+             "reward": torch.randn(size), "done": torch.zeros(size),
+             "discount": torch.full((size,), cfg.algo.gamma), "weights": torch.ones(size)}
+    return (lambda: update.update(batch)), size
+
+
+def _compile_forwards(update) -> None:
+    """``torch.compile`` each network's forward (PPO's policy, SAC's actor and critics)."""
+    for name in ("policy", "actor", "critic", "target"):
+        net = getattr(update, name, None)
+        if net is not None:
+            net.forward = torch.compile(net.forward)
+            for method in ("evaluate", "value", "sample"):
+                if hasattr(net, method):
+                    setattr(net, method, torch.compile(getattr(net, method)))
+
+
+def time_fastrl(case: Case, variant: str, seconds: float) -> float:
+    """Samples per CPU-second of fastrl's update under ``variant``."""
+    threads = 2 if variant == "2 threads" else 1
+    with learner_torch(threads):
+        step, samples = fastrl_update(case, variant)
+        autocast = torch.autocast("cpu", torch.bfloat16) if variant == "bf16" \
+            else contextlib.nullcontext()
+        with autocast:
+            step()  # warm-up (and compilation)
+            step()
+            cpu0, wall0, n = time.process_time(), time.perf_counter(), 0
+            while time.perf_counter() - wall0 < seconds:
+                step()
+                n += 1
+            return n * samples / (time.process_time() - cpu0)
+
+
+def time_sb3(task: str, seconds: float) -> float:
+    """Samples per CPU-second of SB3's ``train()`` on ``task``'s zoo entry, measured over
+    the calls of a ``learn()`` that lasts about ``seconds`` of training."""
+    import stable_baselines3
+
+    entry = ZOO[task]
+    env = make_env(entry, "dummy", seed=1)
+    kwargs = dict(entry.kwargs)
+    if entry.net:
+        kwargs["policy_kwargs"] = entry.net()
+    if entry.algo == "SAC":
+        kwargs["learning_starts"] = 1000
+    model = getattr(stable_baselines3, entry.algo)(
+        "CnnPolicy" if entry.atari else "MlpPolicy", env, seed=1, device="cpu", **kwargs)
+    train, spent = model.train, {"cpu": 0.0, "samples": 0}
+
+    def timed_train(*args, **kw):
+        cpu0 = time.process_time()
+        train(*args, **kw)
+        spent["cpu"] += time.process_time() - cpu0
+        if entry.algo == "SAC":
+            spent["samples"] += model.batch_size * (kw.get("gradient_steps") or args[0])
+        else:
+            spent["samples"] += model.n_steps * model.n_envs * model.n_epochs
+
+    model.train = timed_train
+
+    class Enough(stable_baselines3.common.callbacks.BaseCallback):
+        def _on_step(self) -> bool:
+            return spent["cpu"] < seconds
+
+    model.learn(total_timesteps=10**7, callback=Enough())
+    env.close()
+    return spent["samples"] / spent["cpu"]
+
+
+def main() -> None:
+    """Alternate the variants and SB3 over ``--rounds``; print medians and ratios."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=4.0)
+    args = p.parse_args()
+    for name in args.cases.split(","):
+        case = CASES[name]
+        variants = ["shipped", "2 threads", "compile", "bf16"] + \
+            (["channels-last"] if case.cnn else [])
+        runs: dict[str, list[float]] = {v: [] for v in [*variants, "SB3"]}
+        for r in range(args.rounds):
+            order = variants if r % 2 == 0 else variants[::-1]
+            for v in order:
+                runs[v].append(time_fastrl(case, v, args.seconds))
+            runs["SB3"].append(time_sb3(name, args.seconds))
+        base = statistics.median(runs["shipped"])
+        print(f"\n{name}: samples trained per CPU-second (medians of {args.rounds} rounds)")
+        for v, xs in runs.items():
+            m = statistics.median(xs)
+            print(f"  {v:14s} {m:12,.0f}   {m / base:5.2f}x shipped   "
+                  f"rounds: {', '.join(f'{x:,.0f}' for x in xs)}")
+
+
+if __name__ == "__main__":
+    main()
