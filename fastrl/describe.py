@@ -15,8 +15,8 @@ with the reason, as ``python -m fastrl.train`` would.
   serial and ray), ``ray_actors`` (the workers under ray, else 0), ``checkpoint_eval`` (1
   with ``log.eval_on_checkpoint``), ``total`` (local processes, actors not included);
   ``ray_address`` (under ray: the cluster, null for a local Ray started for the run).
-- ``env``: ``id``, ``source`` (``gymnasium.make``, ``env.fn``, ``env.vector_fn`` or
-  ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
+- ``env``: ``id``, ``source`` (``gymnasium.make``, ``atari``, ``envpool``, ``env.fn``,
+  ``env.vector_fn`` or ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
   ``observation_space``, ``action_space``.
 - ``rollout``: ``workers``, ``processes``, ``device`` (cpu), ``torch_threads`` (under
   serial the process's: infra.learner_threads),
@@ -57,6 +57,7 @@ from fastrl.algos.base import DataMode
 from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.atari import is_atari
+from fastrl.envs.envpool import envpool_task
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of
@@ -130,7 +131,12 @@ def _factory_name(ref: Any) -> str:
 
 def _env_part(plan: RunPlan) -> dict[str, Any]:
     env: EnvSource = plan.env
-    if env.vector_env_fn is not None:
+    if env.backend == "envpool":
+        task, _ = envpool_task(env.env_id, {}, env.atari)
+        source, factory = "envpool", (f"envpool.make_gymnasium({task!r}, num_envs="
+                                      f"{plan.cfg.infra.envs_per_worker}, num_threads=1) per "
+                                      "worker, episodes reset within their last step")
+    elif env.vector_env_fn is not None:
         source, factory = "env.vector_fn", _factory_name(env.vector_env_fn)
     elif env.env_fn is not None:
         source, factory = "env.fn", _factory_name(env.env_fn)
@@ -316,6 +322,8 @@ def _env_text(env: dict[str, Any]) -> str:
     if env["source"] in ("gymnasium.make", "atari"):
         made = f"gymnasium.make({', '.join([repr(env['id'])] + ([kwargs] if kwargs else []))})"
         return made if env["source"] == "gymnasium.make" else f"{made}; {env['factory']}"
+    if env["source"] == "envpool":
+        return env["factory"] + (f" ({kwargs})" if kwargs else "")
     return f"{env['source']} {env['factory']}({kwargs}) as {env['id']!r}"
 
 

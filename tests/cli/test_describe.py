@@ -127,6 +127,13 @@ def test_algo_none_has_no_batch_checkpoints_or_evaluation():
     assert "releases every slot unread" in render(report)
 
 
+def test_the_envpool_backend_is_named_with_its_task():
+    report, _ = report_of(["env.id=ALE/Pong-v5", "env.backend=envpool",
+                           "infra.envs_per_worker=3"])
+    assert report["env"]["source"] == "envpool"
+    assert "envpool.make_gymnasium('Pong-v5', num_envs=3" in " ".join(render(report).split())
+
+
 def test_a_resumed_run_names_its_folder():
     plan = plan_run(load_config(None, ["log.tensorboard=true"]))
     assert describe(plan, run_dir="runs/old")["logging"]["tensorboard"] == "runs/old/tb"
