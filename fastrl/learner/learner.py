@@ -43,6 +43,7 @@ from fastrl.memory.ring import Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
+from fastrl.models.encoders import channels_last_convs
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan
 from fastrl.resume import (
@@ -131,7 +132,7 @@ class Learner:
         self.spec, self.plan, self.cfg, self.metrics = spec, plan, cfg, metrics
         seed_everything(cfg.seed)
         self.device = torch.device(plan.device)
-        self.policy = plan.policy().to(self.device)
+        self.policy = channels_last_convs(plan.policy()).to(self.device)
         self.algo = cfg.algo.algorithm.make_update(
             cfg.algo, self.policy, plan.obs_space, plan.act_space, self.device) \
             if plan.trains else None

@@ -147,7 +147,8 @@ def param_shapes(model: nn.Module) -> dict[str, list[int]]:
 
 def flat_params(model: nn.Module) -> np.ndarray:
     """All parameters as one float32 vector (the layout of the shared weights segment)."""
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().cpu().numpy()
+    # reshape, not view: a convolution's weight in channels-last memory is not contiguous
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
 
 
 def load_flat_params(model: nn.Module, flat: np.ndarray) -> None:

@@ -15,11 +15,12 @@ from fastrl.models.encoders import (
     ObsFeatures,
     RunningNorm,
     UnsupportedObservations,
+    channels_last_convs,
     image_layout,
     make_encoder,
     observe_observations,
 )
-from fastrl.models.policy import ActorCritic, flat_params
+from fastrl.models.policy import ActorCritic, flat_params, load_flat_params
 from fastrl.models.qnet import QNetwork
 
 
@@ -103,6 +104,24 @@ def test_actor_critic_on_images_shares_one_cnn_between_its_heads():
     assert torch.allclose(policy.evaluate(obs, action)[0], logp, atol=1e-6)
     # hidden_sizes=[]: each head is one linear layer on the 512 features
     assert policy.actor[0].in_features == 512 and len(policy.actor) == 1
+
+
+def test_a_channels_last_cnn_computes_and_publishes_what_the_default_layout_does():
+    torch.manual_seed(3)
+    plain = ActorCritic(frames(4, 84, 84), spaces.Discrete(6), [])
+    fast = channels_last_convs(ActorCritic(frames(4, 84, 84), spaces.Discrete(6), []))
+    load_flat_params(fast, flat_params(plain))
+    conv = next(m for m in fast.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert not conv.weight.is_contiguous()  # a plain view(-1) of it would fail
+    # the workers' copy (default layout) gets the same vector, in the same order
+    assert np.array_equal(flat_params(fast), flat_params(plain))
+    obs = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    action = torch.randint(0, 6, (5,))
+    for a, b in zip(fast.evaluate(obs, action), plain.evaluate(obs, action)):
+        assert torch.allclose(a, b, atol=1e-5)
+    mlp = ActorCritic(spaces.Box(-1, 1, (3,)), spaces.Discrete(2), [8])
+    assert channels_last_convs(mlp) is mlp  # no convolution: unchanged
 
 
 def test_q_network_on_images():
