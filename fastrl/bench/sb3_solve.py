@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 
@@ -77,6 +78,16 @@ ZOO: dict[str, ZooEntry] = {
 }
 
 
+def _ale_game(env_id: str, **kwargs: Any):
+    """``gymnasium.make`` of an ALE game, registering ale-py's ids first (in each of
+    SubprocVecEnv's processes too)."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    return gym.make(env_id, **kwargs)
+
+
 def make_env(entry: ZooEntry, vec: str, seed: int):
     """The entry's vectorised env as the zoo makes it: Monitor on each env (episode returns
     before any normalisation or clipping), then Atari's wrappers and frame stack, or
@@ -91,12 +102,8 @@ def make_env(entry: ZooEntry, vec: str, seed: int):
 
     vec_cls = SubprocVecEnv if vec == "subproc" else DummyVecEnv
     if entry.atari:
-        import ale_py
-        import gymnasium as gym
-
-        gym.register_envs(ale_py)
-        env = make_atari_env(entry.env_id, n_envs=entry.n_envs, seed=seed,
-                             vec_env_cls=vec_cls, env_kwargs={"frameskip": 1})
+        env = make_atari_env(partial(_ale_game, entry.env_id), n_envs=entry.n_envs,
+                             seed=seed, vec_env_cls=vec_cls, env_kwargs={"frameskip": 1})
         return VecFrameStack(env, n_stack=4)
     env = make_vec_env(entry.env_id, n_envs=entry.n_envs, seed=seed, vec_env_cls=vec_cls)
     if entry.normalize:
