@@ -1,7 +1,8 @@
 """The solves and learning bars, end to end through the full multi-process pipeline (all
 slow: `-m "not slow"` leaves them out): the default config solves CartPole-v1 with PPO and
-with APPO (the same config, algo.name=appo) on three seeds, and on Ray; DQN and SAC reach
-their bars (issue 5) in their step budgets; the same config learns in the serial and local
+with APPO (the same config, algo.name=appo) on three and two seeds, and on Ray; DQN (two
+seeds) and SAC reach their bars (issue 5) in their step budgets (seeds trimmed to keep the
+suite within its 15 minutes as tests were added); the same config learns in the serial and local
 runtimes."""
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("algo", ["ppo", "appo"])
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("algo, seed", [("ppo", 1), ("ppo", 2), ("ppo", 3), ("appo", 1),
+                                        ("appo", 2)])
 def test_default_config_solves_cartpole(algo, seed, tmp_path, no_shm_residue):
     cfg = load_config(None, [f"algo.name={algo}", f"seed={seed}", f"log.run_dir={tmp_path}",
                              "log.console=false"])
@@ -47,7 +48,7 @@ BARS = {"cartpole_dqn": (200_000, 475.0), "pendulum_sac": (30_000, -250.0)}
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("config,seed", [("cartpole_dqn", 1), ("cartpole_dqn", 2),
-                                         ("cartpole_dqn", 3), ("pendulum_sac", 1)])
+                                         ("pendulum_sac", 1)])
 def test_off_policy_configs_reach_their_bar_in_their_step_budget(config, seed, tmp_path,
                                                                  no_shm_residue):
     """DQN: eval mean >= 475 on CartPole-v1 within 200k env steps; SAC: >= -250 on
