@@ -50,12 +50,11 @@ def envpool_task(env_id: str, kwargs: dict[str, Any],
     task, options = env_id, dict(kwargs)
     if is_atari(env_id):
         task, options = env_id.removeprefix(PREFIX), {**envpool_atari(atari), **options}
-    known = envpool.list_all_envs()
-    if task not in known:
-        mujoco = sorted(k for k in known if k.endswith("-v5") and k[0].isupper())[:6]
+    if task not in envpool.list_all_envs():
         raise EnvError(f"env.backend=envpool: EnvPool has no env {env_id!r}; it ships Atari "
-                       f"games as ALE/<Game>-v5 and MuJoCo ids such as {', '.join(mujoco)} "
-                       "(use env.backend=gymnasium for others)")
+                       "games as ALE/<Game>-v5 and MuJoCo ids such as Hopper-v5 and "
+                       "HalfCheetah-v5 (envpool.list_all_envs() lists them all; use "
+                       "env.backend=gymnasium for others)")
     return task, options
 
 
