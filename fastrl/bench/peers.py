@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from fastrl.bench.measure import Result, skipped, snapshot, summarize
-from fastrl.envs.atari import PREFIX, AtariSettings, is_atari
-from fastrl.envs.envpool import envpool_atari
+from fastrl.envs.atari import AtariSettings
+from fastrl.envs.envpool import envpool_task
+from fastrl.envs.errors import EnvError
 from fastrl.envs.source import make_env
 from fastrl.models.actors import RANDOM_TABLE, RandomActor
 
@@ -116,16 +117,14 @@ def sb3_subproc(env_id, kwargs, num_envs, warmup_s, duration_s) -> Result:
 
 
 def envpool(env_id, kwargs, num_envs, workers, warmup_s, duration_s) -> Result:
-    """(c) EnvPool (C++ threads): ``num_envs`` envs on ``workers`` threads."""
+    """(c) EnvPool (C++ threads): ``num_envs`` envs on ``workers`` threads, the task and
+    options fastrl's EnvPool backend would use (fastrl.envs.envpool)."""
     try:
-        import envpool as ep
-    except ImportError:
-        return skipped("EnvPool", "collect", workers, num_envs,
-                       "envpool not installed (pip install -e '.[bench]')")
-    if is_atari(env_id):
-        env_id, kwargs = env_id.removeprefix(PREFIX), {**envpool_atari(AtariSettings()), **kwargs}
-    if env_id not in ep.list_all_envs():
-        return skipped("EnvPool", "collect", workers, num_envs, f"EnvPool has no {env_id}")
+        task, options = envpool_task(env_id, kwargs, AtariSettings())
+    except EnvError as e:  # not installed, or no such env in EnvPool
+        return skipped("EnvPool", "collect", workers, num_envs, str(e))
+    import envpool as ep
+
     return _vector("EnvPool", lambda: ep.make_gymnasium(
-        env_id, num_envs=num_envs, num_threads=workers, **kwargs), workers, num_envs,
+        task, num_envs=num_envs, num_threads=workers, **options), workers, num_envs,
         warmup_s, duration_s)

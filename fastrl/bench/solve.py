@@ -312,9 +312,11 @@ def print_solve(rows: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    own = "".join(f", {task}: {TASKS[task].window}" for task in dict.fromkeys(
+        r["task"] for r in rows) if TASKS[task].window != WINDOW)
     t = Table(title=f"solve: seconds from process start until the mean return of the last "
-                    f"{WINDOW} training episodes (breakout-ppo: 100) reaches the threshold "
-                    "(medians over seeds)",
+                    f"{WINDOW} training episodes{f' ({own[2:]})' if own else ''} reaches the "
+                    "threshold (medians over seeds)",
               caption="<x: no SB3 variant of the task solved in most seeds; each unsolved "
                       "run counts the seconds it ran, so x is an upper bound")
     for col in ("task", "system", "solved", "seconds", "env steps", "fastrl eval s",
