@@ -39,12 +39,14 @@ def trials(out: Path) -> list[optuna.trial.FrozenTrial]:
                              ).get_trials()
 
 
-def completed(out: Path) -> int:
-    """Completed trials of the sweep in ``out`` so far (0 before its study exists)."""
+def states(out: Path) -> list[TrialState]:
+    """The states of the sweep's trials in ``out`` so far (none before its study exists)."""
+    if not (out / "study.db").exists():
+        return []
     try:
-        return sum(t.state == TrialState.COMPLETE for t in trials(out))
+        return [t.state for t in trials(out)]
     except KeyError:  # (the database is there, the study not yet)
-        return 0
+        return []
 
 
 def test_a_sweep_prunes_the_trial_that_cannot_learn_and_writes_its_best(tmp_path, capsys,
@@ -74,10 +76,11 @@ def test_a_killed_sweep_resumes_and_keeps_every_finished_trial(tmp_path, no_shm_
     sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (out / "study.db").exists() or not completed(out):
+        # Kill once one trial is done and the next one's run has started, not in between.
+        while not (TrialState.COMPLETE in states(out) and TrialState.RUNNING in states(out)
+                   and (running := psutil.Process(sweep.pid).children())):
             assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
             time.sleep(0.2)
-        running = psutil.Process(sweep.pid).children()  # the next trial's run
         sweep.send_signal(signal.SIGKILL)
         sweep.wait(30)
         gone, alive = psutil.wait_procs(running, timeout=60)  # they stop on their own
