@@ -23,7 +23,9 @@ with the reason, as ``python -m fastrl.train`` would.
   ``envs_per_worker``, ``total_envs``, ``rollout_len``, ``transitions_per_slot``,
   ``actions`` (how workers choose them), ``policy`` (the network's class).
 - ``buffer``: ``memory`` (``shared`` or ``process``), ``rings``, ``ring_slots``,
-  ``slot_bytes``, ``ring_bytes``, ``rings_bytes``, ``mode`` (``on-policy``, ``off-policy``
+  ``slot_bytes``, ``ring_bytes``, ``rings_bytes``, ``final_obs`` (``rows_per_env`` a slot
+  keeps, from the env's ``max_episode_steps`` or null, and ``rings_bytes_saved`` against
+  one per step), ``mode`` (``on-policy``, ``off-policy``
   or ``drain``: algo.name=none releases slots unread), ``batch_size`` (transitions per
   update; null for drain), ``replay`` (off-policy: ``class``, ``capacity``, ``bytes``,
   ``n_step``, ``learning_starts``, ``updates_per_step``; null otherwise).
@@ -60,7 +62,7 @@ from fastrl.envs.atari import is_atari
 from fastrl.envs.envpool import envpool_task
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
-from fastrl.memory.layout import storage_of
+from fastrl.memory.layout import storage_of, trajectory_layout
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
 
@@ -202,11 +204,24 @@ def _buffer_part(plan: RunPlan) -> dict[str, Any]:
                   "updates_per_step": rc.updates_per_step}
     return {"memory": _memory(cfg), "rings": workers, "ring_slots": cfg.infra.ring_slots,
             "slot_bytes": plan.layout.nbytes, "ring_bytes": plan.ring_bytes,
-            "rings_bytes": workers * plan.ring_bytes, "mode": data.value,
+            "rings_bytes": workers * plan.ring_bytes, "final_obs": _final_obs_part(plan),
+            "mode": data.value,
             "batch_size": batch_size,
             "batch_slots": cfg.batch_slots if data.on_policy else None,
             "max_policy_lag": cfg.policy_lag_bound if data.on_policy else None,
             "replay": replay}
+
+
+def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
+    """How many final observations a slot keeps per env, and the ring bytes that saves
+    against one per step."""
+    infra = plan.cfg.infra
+    dense = trajectory_layout(plan.obs_space, plan.act_space, infra.rollout_len,
+                              infra.envs_per_worker)
+    saved = (dense.nbytes - plan.layout.nbytes) * infra.ring_slots * infra.num_workers
+    rows = next(f.shape[1] for f in plan.layout.fields if f.name == "final_obs")
+    return {"rows_per_env": rows, "max_episode_steps": plan.max_episode_steps,
+            "rings_bytes_saved": saved}
 
 
 def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
@@ -369,12 +384,22 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def _final_obs_line(f: dict[str, Any], rollout_len: int) -> str:
+    if f["max_episode_steps"] is None:
+        return (f"final observations: {rollout_len:,} per env a slot, one per step (the env "
+                "declares no max_episode_steps that bounds its truncations)")
+    return (f"final observations: {_plural(f['rows_per_env'], 'row')} per env a slot, as "
+            f"episodes are truncated at {f['max_episode_steps']:,} steps, not one per step: "
+            f"{human_bytes(f['rings_bytes_saved'])} less ring memory")
+
+
 def _buffer_lines(report: dict[str, Any]) -> list[str]:
     b = report["buffer"]
     lines = [
         f"{_plural(b['rings'], 'SPSC ring')} (one per worker) in {b['memory']} memory",
         f"{_plural(b['ring_slots'], 'slot')} of {human_bytes(b['slot_bytes'])} a ring: "
         f"{human_bytes(b['ring_bytes'])} a ring, {human_bytes(b['rings_bytes'])} in all",
+        _final_obs_line(b["final_obs"], report["rollout"]["rollout_len"]),
     ]
     if DataMode(b["mode"]).on_policy:
         lines.append(f"{b['mode']}: {_batch_text(b)}")

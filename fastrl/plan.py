@@ -125,6 +125,7 @@ class RunPlan:
     device: str
     policy_spec: Any = None  # a user's policy (class, import string or module), see make_policy
     schedule: SlotSchedule | None = None  # deterministic asynchrony, when on
+    max_episode_steps: int | None = None  # the envs' declared time limit (sizes final_obs)
 
     @property
     def slot_steps(self) -> int:
@@ -203,11 +204,13 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     check_env(env, cfg.seed)
     probe = env.make([cfg.seed])
     obs_space, act_space = probe.observation_space, probe.action_space
+    max_episode_steps = getattr(probe, "max_episode_steps", None)
     probe.close()
     infra = cfg.infra
-    layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker)
+    layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
+                               max_episode_steps)
     policy = policy if policy is not None else (cfg.algo.policy or None)
     num_params = sum(p.numel() for p in
                      make_policy(cfg.algo, obs_space, act_space, policy).parameters())
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
-                   resolve_device(infra.device), policy, slot_schedule(cfg))
+                   resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps)

@@ -38,7 +38,7 @@ from fastrl.bench.measure import Result
 from fastrl.config import MainConfig, load_config
 from fastrl.core.process import keep_freed_memory, learner_torch
 from fastrl.learner.learner import Learner, LearnerSpec
-from fastrl.learner.staging import PER_ENV, CudaStager, Stager
+from fastrl.learner.staging import CudaStager, Stager
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout
 from fastrl.memory.ring import Ring
@@ -93,21 +93,24 @@ def synthetic_slot(plan: RunPlan, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     fields = {f.name: f for f in plan.layout.fields}
 
-    def sampled(name: str, space: spaces.Space) -> np.ndarray:
+    def sampled(name: str, space: spaces.Space, count: int) -> np.ndarray:
         field = fields[name]
-        count = e if name == PER_ENV else t * e
         batched = batch_space(space, count)
         batched.seed(int(rng.integers(2**31)))
         return np.asarray(batched.sample(), field.dtype).reshape(field.shape)
 
-    obs = sampled("obs", plan.obs_space)
+    rows = fields["final_obs"].shape[1]  # final observations kept per env
     terminated = rng.random((t, e)) < 0.01
+    truncated = ~terminated & (rng.random((t, e)) < 0.005)
+    truncated &= np.cumsum(truncated, axis=0) <= rows
     steps_in = np.arange(1, t + 1)[:, None]  # running episode lengths
     return {
-        "obs": obs, "final_obs": obs, "bootstrap_obs": sampled(PER_ENV, plan.obs_space),
-        "action": sampled("action", plan.act_space),
+        "obs": sampled("obs", plan.obs_space, t * e),
+        "final_obs": sampled("final_obs", plan.obs_space, e * rows),
+        "bootstrap_obs": sampled("bootstrap_obs", plan.obs_space, e),
+        "action": sampled("action", plan.act_space, t * e),
         "reward": rng.standard_normal((t, e)), "terminated": terminated,
-        "truncated": ~terminated & (rng.random((t, e)) < 0.005),
+        "truncated": truncated,
         "log_prob": -rng.exponential(1.0, (t, e)), "value": rng.standard_normal((t, e)),
         "env_id": np.arange(e), "episode_length": steps_in, "episode_return": steps_in,
         "policy_version": np.zeros((t, e), np.int64),

@@ -148,7 +148,7 @@ def random_slot(obs_shape: tuple[int, ...], dtype,
     return {"obs": obs, "action": rng.integers(0, 4, (T, E)),
             "reward": rng.standard_normal((T, E)).astype(np.float32),
             "terminated": rng.random((T, E)) < 0.01, "truncated": rng.random((T, E)) < 0.005,
-            "final_obs": obs.copy(), "bootstrap_obs": obs[0].copy(),
+            "final_obs": obs.swapaxes(0, 1).copy(), "bootstrap_obs": obs[0].copy(),
             "env_id": np.broadcast_to(np.arange(E, dtype=np.int32), (T, E)).copy()}
 
 

@@ -96,3 +96,16 @@ def make_atari(env_id: str, kwargs: dict[str, Any], settings: AtariSettings) -> 
     if settings.fire_reset and "FIRE" in env.unwrapped.get_action_meanings():
         env = FireOnReset(env)
     return FrameStackObservation(env, settings.frame_stack)
+
+
+def atari_step_limit(env: gym.Env, settings: AtariSettings) -> int | None:
+    """The fewest agent steps in which the game made by :func:`make_atari` can reach its
+    truncation, ALE's ``max_num_frames_per_episode`` emulator frames (None: no limit). A
+    step takes at most ``2 * frame_skip`` frames (a FIRE after a lost life), a reset at most
+    ``noop_max + frame_skip`` (its no-ops and a FIRE)."""
+    frames = env.unwrapped.ale.getInt("max_num_frames_per_episode")
+    if frames <= 0:
+        return None
+    reset = settings.noop_max + settings.frame_skip
+    return max(1, (frames - reset) // (2 * settings.frame_skip))
+

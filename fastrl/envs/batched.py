@@ -12,10 +12,11 @@ class StepRows(NamedTuple):
     """Where one step of ``n`` envs goes: ``obs`` ``[n, *obs]`` the next observations (a
     fresh one where an episode ended), ``reward`` ``[n]`` float32, ``terminated`` and
     ``truncated`` ``[n]`` bool, ``final_obs`` ``[n, *obs]`` the real last observation where
-    an episode ended (rows of the others are not read). In a worker these are rows of the
-    shared-memory slot being filled, holding stale bytes of earlier slots: a simulator
-    writes every field and keeps no reference to them. The field order is that of
-    ``step``'s 5-tuple."""
+    an episode ended (rows of the others are not read). In a worker the first four are rows
+    of the shared-memory slot being filled and ``final_obs`` rows of the worker's own (the
+    slot keeps only truncated episodes' final observations), all holding stale bytes of
+    earlier steps: a simulator writes every field and keeps no reference to them. The
+    field order is that of ``step``'s 5-tuple."""
 
     obs: np.ndarray
     reward: np.ndarray
@@ -56,7 +57,8 @@ class BatchedEnv(Protocol):
       fields of :class:`StepRows`) in arrays of its own, which the next call may reuse;
       fastrl copies them into the shared-memory slot;
     - ``step_into(actions, out)`` writes them into ``out``, a :class:`StepRows` of views of
-      the slot itself: nothing is copied between the simulator and the ring.
+      the slot itself (final observations aside): nothing else is copied between the
+      simulator and the ring.
 
     Optionally, ``rollout_into(actions, out)`` steps ``T = len(actions)`` times with the
     given actions into a :class:`SlotRows` in one call: workers that act without looking
@@ -65,6 +67,12 @@ class BatchedEnv(Protocol):
     (:class:`~fastrl.envs.cartpole.BatchedCartPole`, :class:`~fastrl.envs.catch.BatchedCatch`
     and :class:`~fastrl.envs.source.EnvGroup` over Gymnasium envs) implement ``step`` and
     ``step_into``; the numba CartPole also ``rollout_into``.
+
+    A simulator may also declare ``max_episode_steps``: the step count at which it
+    truncates an episode, and the only cause of a truncation. Then a slot keeps room for
+    ``ceil(rollout_len / max_episode_steps)`` final observations per env instead of one per
+    step (fastrl.memory.layout.final_obs_rows); a simulator that truncates more often
+    stops the run with an :class:`~fastrl.envs.errors.EnvContractError`.
     """
 
     observation_space: spaces.Space

@@ -82,6 +82,7 @@ class EnvPoolGroup(WritesRows):
         self.action_space = spaces.Box(act.low.astype(np.float32), act.high.astype(np.float32),
                                        dtype=np.float32) if isinstance(act, spaces.Box) else act
         self._box_action = isinstance(act, spaces.Box)
+        self.max_episode_steps = int(self.pool.spec.config.max_episode_steps)
         shape, dtype = storage_of(self.observation_space, "observation")
         self._rows = own_rows(n, shape, dtype)
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from fastrl.core.settings import setting
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
-from fastrl.envs.atari import AtariSettings, is_atari, make_atari
+from fastrl.envs.atari import AtariSettings, atari_step_limit, is_atari, make_atari
 from fastrl.envs.batched import StepRows, WritesRows, copy_step, own_rows
 from fastrl.envs.envpool import EnvPoolGroup, envpool_task
 from fastrl.envs.errors import (
@@ -77,6 +77,22 @@ def make_env(env_id: str, kwargs: dict[str, Any], atari: AtariSettings | None = 
         return gym.make(env_id, **{"disable_env_checker": True, **kwargs})
     except (gym.error.Error, ImportError, TypeError) as e:
         raise cannot_make(env_id, kwargs, e) from e
+
+
+def episode_step_limit(env: gym.Env, atari: AtariSettings) -> int | None:
+    """The steps after which ``env``, made by :func:`make_env`, truncates an episode, where
+    that is its only cause of truncation: Gymnasium's own envs truncate only in their
+    ``TimeLimit``, an ALE game only at its frame limit (:func:`atari_step_limit`). None for
+    any other env: it may truncate whenever it likes."""
+    spec = env.spec
+    entry = spec.entry_point if spec is not None else None
+    if not isinstance(entry, str):
+        return None
+    if entry.startswith("ale_py."):
+        return atari_step_limit(env, atari)
+    if entry.startswith("gymnasium.envs.") and spec.max_episode_steps:
+        return int(spec.max_episode_steps)
+    return None
 
 
 def cannot_make(env_id: str, kwargs: dict[str, Any], cause: Exception) -> EnvError:
@@ -223,6 +239,12 @@ class CheckedBatchedEnv:
         self.action_space = sim.action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
         self._rows = own_rows(n, self._obs_shape, self._obs_dtype)
+        self.max_episode_steps = getattr(sim, "max_episode_steps", None)
+        if self.max_episode_steps is not None and not (
+                isinstance(self.max_episode_steps, int | np.integer)
+                and self.max_episode_steps > 0):
+            raise contract_violation(env_id, "the factory", "max_episode_steps",
+                                     "a positive int or None", self.max_episode_steps)
         if hasattr(sim, "rollout_into"):
             self.rollout_into = sim.rollout_into
 
@@ -278,6 +300,9 @@ class EnvGroup(WritesRows):
         # Box observations must come in the space's dtype; others are converted on storing.
         self._strict_dtype = isinstance(self.observation_space, gym.spaces.Box)
         self._rows = own_rows(len(seeds), self._obs_shape, self._obs_dtype)
+        # (an env.fn factory's envs may wrap a registered env in wrappers that truncate)
+        self.max_episode_steps = None if source.env_fn is not None else \
+            episode_step_limit(self.envs[0], source.atari)
 
     def _store_obs(self, out: np.ndarray, i: int, obs: Any, where: str = "step()") -> None:
         arr = np.asarray(obs)

@@ -37,7 +37,7 @@ from fastrl.memory.ring import Ring
 #: The fields the on-policy algorithms read on the device; the others stay on the host.
 DEVICE_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "log_prob", "value",
                  "final_obs", "bootstrap_obs")
-PER_ENV = "bootstrap_obs"  # the one field shaped [E, ...], not [T, E, ...]
+PER_ENV = ("final_obs", "bootstrap_obs")  # the fields shaped [E, ...], not [T, E, ...]
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _concatenate(fields: list, slots: list[dict[str, np.ndarray]],
 
 def _env_axis(name: str) -> int:
     """The axis along which the slots of field ``name`` are concatenated: envs."""
-    return 0 if name == PER_ENV else 1
+    return 0 if name in PER_ENV else 1
 
 
 class SyncStager(Stager):
@@ -178,7 +178,7 @@ class HostStager(Stager):
 
 def _batch_shape(name: str, shape: tuple[int, ...], n: int) -> tuple[int, ...]:
     """A field's batch shape for ``n`` slots of per-slot ``shape``."""
-    if name == PER_ENV:
+    if name in PER_ENV:
         return (n * shape[0], *shape[1:])
     return (shape[0], n * shape[1], *shape[2:])
 
@@ -228,7 +228,7 @@ class RawBatch:
             return
         for name, dst in self.tensors.items():
             src = self.sources[name]
-            if name == PER_ENV:
+            if name in PER_ENV:
                 dst.view(src.shape).copy_(src)
             else:
                 dst.view(src.shape[1], self.n, *src.shape[2:]).copy_(src.transpose(0, 1))

@@ -70,21 +70,36 @@ def storage_of(space: spaces.Space, role: str) -> tuple[tuple[int, ...], np.dtyp
     )
 
 
+def final_obs_rows(rollout_len: int, max_episode_steps: int | None) -> int:
+    """Final observations a slot keeps per env: as many as one env can truncate episodes
+    in ``rollout_len`` steps. Truncations of one env are at least ``max_episode_steps``
+    steps apart, so that is ``ceil(rollout_len / max_episode_steps)``; without a known
+    limit, one per step."""
+    if max_episode_steps is None:
+        return rollout_len
+    return min(rollout_len, -(-rollout_len // max_episode_steps))
+
+
 def trajectory_layout(
-    obs_space: spaces.Space, act_space: spaces.Space, rollout_len: int, num_envs: int
+    obs_space: spaces.Space, act_space: spaces.Space, rollout_len: int, num_envs: int,
+    max_episode_steps: int | None = None,
 ) -> SlotLayout:
     """The trajectory schema of docs/architecture.md for ``rollout_len`` steps of ``num_envs`` envs.
 
     Per step and env: obs, action, reward, terminated, truncated, log_prob, value, env_id,
-    episode_id, policy_version, global_step, plus final_obs (the real last observation of an
-    episode that was truncated at that step; stale bytes elsewhere) and episode_return/length
-    (running totals; the episode's return and length where it ended). Per env:
-    bootstrap_obs, the observation after the last step. Per slot: checksum (CRC32 of all the
-    bytes before it, when ``infra.check_slots`` is on; it must stay the last field).
+    episode_id, policy_version, global_step, and episode_return/length (running totals;
+    the episode's return and length where it ended). Per env: bootstrap_obs, the observation
+    after the last step; final_obs ``[num_envs, rows, *obs]``, the real last observations of
+    the env's episodes truncated in the slot, in step order (row ``k`` belongs to its
+    ``k``-th truncated step, see :func:`final_obs_index`; rows past its truncations hold
+    stale bytes). ``rows`` is :func:`final_obs_rows` of the envs' ``max_episode_steps``.
+    Per slot: checksum (CRC32 of all the bytes before it, when ``infra.check_slots`` is on;
+    it must stay the last field).
     """
     obs_shape, obs_dtype = storage_of(obs_space, "observation")
     act_shape, act_dtype = storage_of(act_space, "action")
     te = (rollout_len, num_envs)
+    finals = (num_envs, final_obs_rows(rollout_len, max_episode_steps))
     f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
     return SlotLayout([
         Field("obs", te + obs_shape, obs_dtype),
@@ -100,7 +115,27 @@ def trajectory_layout(
         Field("global_step", te, i64),
         Field("episode_return", te, f32),
         Field("episode_length", te, np.dtype(np.int32)),
-        Field("final_obs", te + obs_shape, obs_dtype),
+        Field("final_obs", finals + obs_shape, obs_dtype),
         Field("bootstrap_obs", (num_envs,) + obs_shape, obs_dtype),
         Field("checksum", (), np.dtype(np.uint32)),
     ])
+
+
+def final_obs_index(truncated: np.ndarray) -> np.ndarray:
+    """For a slot's ``truncated`` ``[T, E]``, the row of ``final_obs[e]`` that holds each
+    truncated step's final observation (the env's truncations before it); -1 elsewhere."""
+    return np.where(truncated, np.cumsum(truncated, axis=0, dtype=np.int32) - 1, -1)
+
+
+def pack_final_obs(step_final_obs: np.ndarray, truncated: np.ndarray,
+                   out: np.ndarray) -> None:
+    """Write the final observations of the truncated steps of ``step_final_obs``
+    ``[T, E, *obs]`` (one per step, as simulators hand them over) into a slot's
+    ``final_obs`` ``out`` ``[E, rows, *obs]``; ValueError when an env truncated more
+    episodes than ``out`` has rows."""
+    index = final_obs_index(truncated)
+    t, e = np.nonzero(truncated)
+    if len(t) and index.max() >= out.shape[1]:
+        raise ValueError(f"{int(index.max()) + 1} truncated episodes of one env in "
+                         f"{len(truncated)} steps; the slot keeps {out.shape[1]} per env")
+    out[e, index[t, e]] = step_final_obs[t, e]

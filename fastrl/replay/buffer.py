@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from fastrl.memory.layout import final_obs_index
 from fastrl.replay.nstep import TAIL_FIELDS, insert_nstep
 from fastrl.replay.rows import as_words, sample_uniform
 
@@ -147,7 +148,8 @@ class ReplayBuffer:
 
         ``slot`` holds time-major arrays as the rings do: obs ``[T, E, *obs]``, action
         ``[T, E, *act]``, reward ``[T, E]``, terminated and truncated ``[T, E]`` bool,
-        final_obs ``[T, E, *obs]`` (read where truncated), bootstrap_obs ``[E, *obs]``,
+        final_obs ``[E, rows, *obs]`` (each env's truncated steps' final observations, in
+        step order: fastrl.memory.layout), bootstrap_obs ``[E, *obs]``,
         env_id ``[T, E]`` (constant along T; row 0 is read). Other keys are ignored. The
         arrays are copied, so the slot may be reused as soon as this returns.
         """
@@ -169,10 +171,12 @@ class ReplayBuffer:
         if reward.ndim != 2:
             raise ReplayError(f"slot reward must be [T, E], got shape {reward.shape}")
         te = reward.shape
+        rows = np.shape(slot["final_obs"])[1] if np.ndim(slot["final_obs"]) > 1 else 0
         want = {"obs": (te + self.obs_shape, self.obs_dtype),
                 "action": (te + self.act_shape, self.act_dtype),
                 "reward": (te, np.float32), "terminated": (te, np.bool_),
-                "truncated": (te, np.bool_), "final_obs": (te + self.obs_shape, self.obs_dtype),
+                "truncated": (te, np.bool_),
+                "final_obs": ((te[1], rows) + self.obs_shape, self.obs_dtype),
                 "bootstrap_obs": (te[1:] + self.obs_shape, self.obs_dtype),
                 "env_id": (te, None)}
         arrays = {}
@@ -185,9 +189,15 @@ class ReplayBuffer:
             arrays[key] = np.ascontiguousarray(a, dtype)
         env_ids = arrays.pop("env_id")[0].astype(np.int64)
         self._check_env_ids(env_ids)
+        index = final_obs_index(arrays["truncated"])
+        if te[0] and index.max() >= rows:
+            raise ReplayError(f"slot final_obs keeps {rows} final observation(s) per env, but "
+                              f"an env truncated {int(index.max()) + 1} episodes in the slot")
+        final_at = (index + np.arange(te[1], dtype=np.int32) * rows).astype(np.int32)
         words = {k: as_words(arrays[k], lead=2) for k in ("obs", "action", "final_obs")}
+        final_obs = words["final_obs"].reshape(te[1] * rows, words["obs"].shape[-1])
         args = (words["obs"], words["action"], arrays["reward"], arrays["terminated"],
-                arrays["truncated"], words["final_obs"], as_words(arrays["bootstrap_obs"]))
+                arrays["truncated"], final_obs, final_at, as_words(arrays["bootstrap_obs"]))
         return args, env_ids
 
     def _check_env_ids(self, env_ids: np.ndarray) -> None:

@@ -14,11 +14,13 @@ does not begin with the observation its previous slot ended on (compared bit for
 its stream broken: its tail's last step is treated as truncated, so the pending steps
 bootstrap from the observation that followed it instead of running into another episode.
 
-Streams are tuples ``(obs, action, reward, terminated, truncated, final_obs,
-bootstrap_obs)`` of time-major ``[L, E, ...]`` arrays (obs-like ones as words,
-bootstrap_obs ``[E, words]``): a slot is one, and so is the *head* built per call from the
-tails and the slot's first ``n - 1`` steps, the only place where windows cross the slot
-boundary. The hot loop then indexes plain arrays: helper calls that take arrays, or a
+Streams are tuples ``(obs, action, reward, terminated, truncated, final_obs, final_at,
+bootstrap_obs)`` of time-major ``[L, E, ...]`` arrays (obs-like ones as words), except
+``final_obs`` ``[rows, words]``, the final observations of truncated steps, found at row
+``final_at[t, e]`` (int32 ``[L, E]``, read where truncated), and bootstrap_obs ``[E, words]``:
+a slot is one (its sparse final observations as they are), and so is the *head* built per
+call from the tails and the slot's first ``n - 1`` steps, the only place where windows
+cross the slot boundary. The hot loop then indexes plain arrays: helper calls that take arrays, or a
 choice between tail and slot per element, made it ten times slower.
 """
 
@@ -66,14 +68,15 @@ def insert_nstep(slot: tuple, env_ids: np.ndarray, tail: tuple, store: tuple, cu
 def _head(slot, env_ids, tail, held):
     """The stream's first steps as a stream of their own: the ``held`` tail steps, then the
     slot's first ``min(held, T)``; and which of them are pending (tail steps only)."""
-    obs, action, reward, terminated, truncated, final_obs, bootstrap_obs = slot
+    obs, action, reward, terminated, truncated, final_obs, final_at, bootstrap_obs = slot
     t_obs, t_action, t_reward, t_term, t_trunc, t_next, t_pending, t_boot, t_seen = tail
     steps, envs = reward.shape
     fresh = min(held, steps)
     length = held + fresh
     h_obs = np.empty((length, envs, obs.shape[2]), obs.dtype)
     h_action = np.empty((length, envs, action.shape[2]), action.dtype)
-    h_final = np.empty_like(h_obs)
+    h_final = np.empty((length * envs, obs.shape[2]), obs.dtype)
+    h_final_at = np.empty((length, envs), np.int32)
     h_reward = np.empty((length, envs), reward.dtype)
     h_term = np.empty((length, envs), np.bool_)
     h_trunc = np.empty((length, envs), np.bool_)
@@ -87,7 +90,8 @@ def _head(slot, env_ids, tail, held):
         for j in range(held):
             copy_row(h_obs[j, e], t_obs[env, j])
             copy_row(h_action[j, e], t_action[env, j])
-            copy_row(h_final[j, e], t_next[env, j])  # read as the successor where truncated
+            h_final_at[j, e] = j * envs + e
+            copy_row(h_final[j * envs + e], t_next[env, j])  # the successor where truncated
             h_reward[j, e] = t_reward[env, j]
             h_term[j, e] = t_term[env, j]
             h_trunc[j, e] = t_trunc[env, j] or (broken and j == held - 1)
@@ -95,19 +99,22 @@ def _head(slot, env_ids, tail, held):
         for q in range(fresh):
             copy_row(h_obs[held + q, e], obs[q, e])
             copy_row(h_action[held + q, e], action[q, e])
-            copy_row(h_final[held + q, e], final_obs[q, e])
+            h_final_at[held + q, e] = (held + q) * envs + e
+            if truncated[q, e]:
+                copy_row(h_final[(held + q) * envs + e], final_obs[final_at[q, e]])
             h_reward[held + q, e] = reward[q, e]
             h_term[held + q, e] = terminated[q, e]
             h_trunc[held + q, e] = truncated[q, e]
     after = obs[fresh] if fresh < steps else bootstrap_obs  # what follows the head
-    return (h_obs, h_action, h_reward, h_term, h_trunc, h_final, after.copy()), pending
+    return (h_obs, h_action, h_reward, h_term, h_trunc, h_final, h_final_at, after.copy()), \
+        pending
 
 
 @njit(cache=True, nogil=True)
 def _emit(stream, pending, stop, n, gamma, store, cursor, stamp0, count, keep, keep_shift):
     """Store the transition of every pending step ``t < stop`` of ``stream`` whose window
     is complete; flag the others in ``keep[t + keep_shift]``. Returns the new count."""
-    obs, action, reward, terminated, truncated, final_obs, bootstrap_obs = stream
+    obs, action, reward, terminated, truncated, final_obs, final_at, bootstrap_obs = stream
     s_obs, s_action, s_next, s_reward, s_done, s_discount, s_stamp = store
     length, envs = reward.shape
     capacity = s_reward.shape[0]
@@ -134,8 +141,9 @@ def _emit(stream, pending, stop, n, gamma, store, cursor, stamp0, count, keep, k
             for k in range(action.shape[2]):
                 s_action[row, k] = action[t, e, k]
             if truncated[end, e]:
+                final = final_at[end, e]
                 for k in range(obs.shape[2]):
-                    s_next[row, k] = final_obs[end, e, k]
+                    s_next[row, k] = final_obs[final, k]
             elif end + 1 < length:
                 for k in range(obs.shape[2]):
                     s_next[row, k] = obs[end + 1, e, k]
@@ -155,7 +163,7 @@ def _roll_tails(stream, first, env_ids, tail, keep):
     """Make each env's tail the stream's last ``n - 1`` steps: steps ``first ..`` of
     ``stream`` (which ends where the slot does), with the pending flags in ``keep``; and
     remember the observation the slot ended on."""
-    obs, action, reward, terminated, truncated, final_obs, after = stream
+    obs, action, reward, terminated, truncated, final_obs, final_at, after = stream
     t_obs, t_action, t_reward, t_term, t_trunc, t_next, t_pending, t_boot, t_seen = tail
     length = reward.shape[0]
     for e in range(env_ids.shape[0]):
@@ -165,7 +173,7 @@ def _roll_tails(stream, first, env_ids, tail, keep):
             copy_row(t_obs[env, i], obs[j, e])
             copy_row(t_action[env, i], action[j, e])
             if truncated[j, e]:
-                copy_row(t_next[env, i], final_obs[j, e])
+                copy_row(t_next[env, i], final_obs[final_at[j, e]])
             elif j + 1 < length:
                 copy_row(t_next[env, i], obs[j + 1, e])
             else:

@@ -3,7 +3,10 @@
 Everything is written in place into the slot's shared memory: the actor reads step ``t``'s
 observations from the slot's row ``t``, the simulator writes the next ones into row ``t + 1``
 (fastrl.envs.batched.StepRows), and one numba pass over the slot adds what follows from
-them (episode returns and lengths, ids, steps) once the steps are done."""
+them (episode returns and lengths, ids, steps) once the steps are done. Final observations
+are the exception: the simulator writes them into rows of the collector's own, and only
+those of truncated episodes, the ones the learner reads, are kept in the slot's sparse
+``final_obs`` (fastrl.memory.layout)."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import numpy as np
 from numba import njit
 
 from fastrl.envs import BatchedEnv
-from fastrl.envs.batched import SlotRows, step_into_of
+from fastrl.envs.batched import SlotRows, StepRows, step_into_of
 from fastrl.envs.source import EnvContractError
+from fastrl.memory.layout import pack_final_obs
 from fastrl.models.actors import Actor
 
 
@@ -72,10 +76,24 @@ def warm_up() -> None:
                 np.zeros(1, np.int32), 1, 0, False, t.copy(), i32, i64, i32.copy(), i64.copy())
 
 
-def slot_rows(slot: dict[str, np.ndarray]) -> SlotRows:
-    """The rows of ``slot`` a simulator writes (see fastrl.envs.batched.SlotRows)."""
+def slot_rows(slot: dict[str, np.ndarray], final_obs: np.ndarray) -> SlotRows:
+    """The rows of ``slot`` a simulator writes (see fastrl.envs.batched.SlotRows), with
+    ``final_obs`` ``[T, E, *obs]`` rows outside the slot for its final observations."""
     return SlotRows(slot["obs"], slot["bootstrap_obs"], slot["reward"], slot["terminated"],
-                    slot["truncated"], slot["final_obs"])
+                    slot["truncated"], final_obs)
+
+
+def too_many_truncations(env_id: int, slot: dict[str, np.ndarray], limit: int | None
+                         ) -> EnvContractError:
+    """The error for an env that truncated more episodes in one slot than its declared
+    ``max_episode_steps`` (``limit``) allows, leaving no room for their final observations."""
+    steps, rows = len(slot["truncated"]), slot["final_obs"].shape[1]
+    declared = f" ({limit})" if limit is not None else ""
+    return EnvContractError(
+        f"env {env_id} truncated more than {rows} episode(s) within one slot of {steps} "
+        f"steps, more than its declared max_episode_steps{declared} allows: the ring keeps "
+        f"room for {rows} final observation(s) per env and slot. An env that truncates "
+        "episodes before its time limit must not declare one (max_episode_steps=None)")
 
 
 class Collector:
@@ -103,6 +121,10 @@ class Collector:
         self.total_envs = total_envs
         self.env_ids = np.arange(first_env_id, first_env_id + n, dtype=np.int32)
         self.obs = envs.reset().copy()
+        # the simulator's final observations: one step's for step-by-step, a slot's for a
+        # whole-slot rollout (made on first use); the slot keeps the truncated ones
+        self._final_step = np.zeros_like(self.obs)
+        self._final_slot: np.ndarray | None = None
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
@@ -131,35 +153,37 @@ class Collector:
         clock = time.perf_counter_ns
         t_fill = clock()
         slot["obs"][0] = self.obs
-        rows = slot_rows(slot)
         actions_into = getattr(self.act, "actions_into", None)
         rollout_into = getattr(self.envs, "rollout_into", None)
         if actions_into is not None and rollout_into is not None:
-            act_ns, env_ns = self._rollout(slot, rows, actions_into, rollout_into)
+            act_ns, env_ns = self._rollout(slot, actions_into, rollout_into)
         else:
-            act_ns, env_ns = self._step_by_step(slot, rows)
+            act_ns, env_ns = self._step_by_step(slot)
         self.obs[:] = slot["bootstrap_obs"]
-        rollout_len = len(rows.reward)
-        bad = finish_slot(rows.reward, rows.terminated, rows.truncated, self.ep_return,
+        rollout_len = len(slot["reward"])
+        bad = finish_slot(slot["reward"], slot["terminated"], slot["truncated"], self.ep_return,
                           self.ep_length, self.episodes, self.env_ids, self.total_envs,
                           slot_seq * rollout_len, self.clip_rewards, slot["episode_return"],
                           slot["episode_length"], slot["episode_id"], slot["env_id"],
                           slot["global_step"])
         if bad:
-            check_rewards(rows.reward, self.env_ids)
+            check_rewards(slot["reward"], self.env_ids)
         slot["policy_version"][...] = policy_version
         self.act_ns += act_ns
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
 
-    def _step_by_step(self, slot: dict[str, np.ndarray], rows: SlotRows) -> tuple[int, int]:
+    def _step_by_step(self, slot: dict[str, np.ndarray]) -> tuple[int, int]:
         """One actor call and one env step per time step; returns their nanoseconds."""
         clock = time.perf_counter_ns
         act, heartbeat, step_into = self.act, self.heartbeat, step_into_of(self.envs)
-        s_obs, s_action, s_logp, s_value = (slot[k] for k in ("obs", "action", "log_prob",
-                                                              "value"))
+        s_obs, s_action, s_logp, s_value, s_reward, s_term, s_trunc, s_boot = (
+            slot[k] for k in ("obs", "action", "log_prob", "value", "reward", "terminated",
+                              "truncated", "bootstrap_obs"))
+        steps = len(s_reward)
+        kept = np.zeros(len(self.env_ids), np.int64)  # final observations kept, per env
         act_ns = env_ns = 0
-        for t in range(len(rows.reward)):
+        for t in range(steps):
             t0 = clock()
             action, log_prob, value = act(s_obs[t])
             t1 = clock()
@@ -167,23 +191,46 @@ class Collector:
             s_logp[t] = log_prob
             s_value[t] = value
             t2 = clock()
-            step_into(action, rows.step(t))
+            step_into(action, StepRows(s_obs[t + 1] if t + 1 < steps else s_boot, s_reward[t],
+                                       s_term[t], s_trunc[t], self._final_step))
             t3 = clock()
+            if s_trunc[t].any():
+                self._keep_final_obs(slot, np.flatnonzero(s_trunc[t]), kept)
             act_ns += t1 - t0
             env_ns += t3 - t2
             heartbeat()
         return act_ns, env_ns
 
-    def _rollout(self, slot: dict[str, np.ndarray], rows: SlotRows, actions_into,
+    def _keep_final_obs(self, slot: dict[str, np.ndarray], envs: np.ndarray,
+                        kept: np.ndarray) -> None:
+        """Copy the final observations of ``envs``, truncated at this step, into the slot's
+        next free row of each; ``kept`` counts the rows used."""
+        rows = kept[envs]
+        full = np.flatnonzero(rows >= slot["final_obs"].shape[1])
+        if len(full):
+            raise too_many_truncations(int(self.env_ids[envs[full[0]]]), slot,
+                                       getattr(self.envs, "max_episode_steps", None))
+        slot["final_obs"][envs, rows] = self._final_step[envs]
+        kept[envs] += 1
+
+    def _rollout(self, slot: dict[str, np.ndarray], actions_into,
                  rollout_into) -> tuple[int, int]:
         """An actor that ignores observations and a simulator that steps a whole slot:
         every action at once, then one call for every step; returns their nanoseconds."""
         clock = time.perf_counter_ns
+        if self._final_slot is None or self._final_slot.shape[0] != len(slot["reward"]):
+            self._final_slot = np.zeros((len(slot["reward"]), *self.obs.shape), self.obs.dtype)
         t0 = clock()
         actions_into(slot["action"])
         t1 = clock()
-        rollout_into(slot["action"], rows)
+        rollout_into(slot["action"], slot_rows(slot, self._final_slot))
         t2 = clock()
+        try:
+            pack_final_obs(self._final_slot, slot["truncated"], slot["final_obs"])
+        except ValueError:
+            over = np.cumsum(slot["truncated"], axis=0)[-1] > slot["final_obs"].shape[1]
+            raise too_many_truncations(int(self.env_ids[np.argmax(over)]), slot,
+                                       getattr(self.envs, "max_episode_steps", None)) from None
         self.heartbeat()
         slot["log_prob"][...] = 0.0  # (such actors have no log-probabilities or values)
         slot["value"][...] = 0.0

@@ -25,7 +25,7 @@ def one_step_batch(n: int, seed: int) -> dict[str, torch.Tensor]:
             "terminated": torch.ones(1, n, dtype=torch.bool),
             "truncated": torch.zeros(1, n, dtype=torch.bool),
             "value": torch.zeros(1, n), "log_prob": torch.full((1, n), -0.69),
-            "bootstrap_obs": obs[0].clone(), "final_obs": obs.clone()}
+            "bootstrap_obs": obs[0].clone(), "final_obs": obs.transpose(0, 1).clone()}
 
 
 def test_a2c_steps_towards_the_rewarded_action_once_per_batch():

@@ -44,20 +44,27 @@ def test_gae_matches_hand_computation(terminated, truncated, expected):
 
 
 def test_stale_final_observations_never_reach_the_network():
-    # final_obs is written only where an episode was truncated; elsewhere the ring holds
-    # stale bytes (zeros at first), which a Discrete(4, start=10) network cannot one-hot.
+    # final_obs rows past an env's truncations hold stale bytes (zeros at first), which a
+    # Discrete(4, start=10) network cannot one-hot: with or without a branch.
     policy = ActorCritic(spaces.Discrete(4, start=10), spaces.Discrete(2), [8])
     T, N = 4, 3
     truncated = torch.zeros(T, N, dtype=torch.bool)
     truncated[1, 0] = True
-    final_obs = torch.zeros(T, N, dtype=torch.int64)
-    final_obs[1, 0] = 12
+    final_obs = torch.zeros(N, 2, dtype=torch.int64)  # [N, rows]
+    final_obs[0, 0] = 12
     batch = {"obs": torch.randint(10, 14, (T, N)), "action": torch.randint(0, 2, (T, N)),
              "reward": torch.ones(T, N), "terminated": torch.zeros(T, N, dtype=torch.bool),
              "truncated": truncated, "log_prob": torch.full((T, N), -0.69),
              "value": torch.zeros(T, N), "final_obs": final_obs,
              "bootstrap_obs": torch.randint(10, 14, (N,))}
-    stats = PPO(policy, AlgoConfig(num_minibatches=2)).update(batch, 1e-3)
+    ppo = PPO(policy, AlgoConfig(num_minibatches=2))
+    after = torch.zeros(T, N)
+    everywhere = ppo._final_values_everywhere(batch, after.clone())
+    # (equal up to rounding: a matmul over fewer rows may sum in another order)
+    assert torch.allclose(everywhere, ppo._final_values_where_truncated(batch, after.clone()),
+                          atol=1e-6)
+    assert torch.isclose(everywhere[1, 0], policy.value(torch.tensor([12]))[0], atol=1e-6)
+    stats = ppo.update(batch, 1e-3)
     assert torch.isfinite(stats["policy_loss"]) and torch.isfinite(stats["value_loss"])
 
 
@@ -72,7 +79,7 @@ def test_ppo_update_statistics_stay_on_the_device():
                  "reward": torch.ones(T, N), "terminated": torch.zeros(T, N, dtype=bool),
                  "truncated": torch.zeros(T, N, dtype=bool),
                  "log_prob": torch.full((T, N), -0.69), "value": torch.zeros(T, N),
-                 "final_obs": torch.full((T, N, 3), float("nan")),  # stale: never picked
+                 "final_obs": torch.full((N, 1, 3), float("nan")),  # stale: never picked
                  "bootstrap_obs": torch.rand(N, 3)}
         stats = algo.update(batch, 1e-3)
         assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in stats.values())
@@ -134,7 +141,7 @@ def test_update_takes_the_textbook_steps_and_reports_the_last_epoch(overrides):
     batch = {"obs": torch.randn(T, N, 3), "action": torch.randint(0, 3, (T, N)),
              "reward": torch.randn(T, N), "terminated": torch.rand(T, N) < 0.1,
              "truncated": torch.zeros(T, N, dtype=bool), "log_prob": torch.full((T, N), -1.1),
-             "value": torch.randn(T, N), "final_obs": torch.zeros(T, N, 3),
+             "value": torch.randn(T, N), "final_obs": torch.zeros(N, 1, 3),
              "bootstrap_obs": torch.randn(N, 3)}
     policy = ActorCritic(obs_space, act_space, [16])
     reference = copy.deepcopy(policy)
@@ -157,10 +164,15 @@ def test_final_values_are_the_same_with_and_without_a_branch():
     policy = ActorCritic(spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2), [8])
     ppo = PPO(policy, AlgoConfig())
     T, N = 6, 4
-    batch = {"obs": torch.randn(T, N, 3), "final_obs": torch.randn(T, N, 3),
-             "truncated": torch.rand(T, N) < 0.3}
+    truncated = torch.rand(T, N) < 0.3
+    rows = int(truncated.sum(0).max())
+    batch = {"obs": torch.randn(T, N, 3), "final_obs": torch.randn(N, rows + 1, 3),
+             "truncated": truncated, "bootstrap_obs": torch.randn(N, 3)}
     after = torch.randn(T, N)
     picked = ppo._final_values_where_truncated(batch, after.clone())
+    t, n = truncated.nonzero(as_tuple=True)
+    row = torch.tensor([int(truncated[:i + 1, j].sum()) - 1 for i, j in zip(t, n)])
+    assert torch.equal(picked[t, n], policy.value(batch["final_obs"][n, row]))
     # (equal up to rounding: a matmul over fewer rows may sum in another order)
     assert torch.allclose(picked, ppo._final_values_everywhere(batch, after.clone()), atol=1e-6)
     assert not torch.equal(picked, after)  # some rows were truncated and rewritten

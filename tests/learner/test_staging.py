@@ -10,6 +10,7 @@ from gymnasium import spaces
 
 from fastrl.learner.staging import (
     DEVICE_FIELDS,
+    PER_ENV,
     CudaStager,
     HostStager,
     RawBatch,
@@ -46,7 +47,7 @@ def expected(rings: list[Ring]) -> dict[str, np.ndarray]:
     for r in rings:
         k = seen[id(r)] = seen.get(id(r), -1) + 1
         slots.append({n: v.copy() for n, v in r.read_slot(k).items()})
-    return {n: np.concatenate([s[n] for s in slots], 0 if n == "bootstrap_obs" else 1)
+    return {n: np.concatenate([s[n] for s in slots], 0 if n in PER_ENV else 1)
             for n in DEVICE_FIELDS}
 
 

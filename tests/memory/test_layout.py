@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from fastrl.memory.layout import ALIGN, UnsupportedSpace, storage_of, trajectory_layout
+from fastrl.memory.layout import (
+    ALIGN,
+    UnsupportedSpace,
+    final_obs_index,
+    final_obs_rows,
+    pack_final_obs,
+    storage_of,
+    trajectory_layout,
+)
 
 
 @pytest.mark.parametrize("space, shape, dtype", [
@@ -50,4 +58,37 @@ def test_trajectory_layout_fields_are_aligned_and_disjoint():
     assert views["obs"].shape == (5, 7, 3, 2)
     assert views["action"].shape == (5, 7) and views["action"].dtype == np.int64
     assert views["bootstrap_obs"].shape == (7, 3, 2)
-    assert views["final_obs"].shape == (5, 7, 3, 2)
+    assert views["final_obs"].shape == (7, 5, 3, 2)  # no declared limit: a row per step
+
+
+@pytest.mark.parametrize("steps, limit, rows", [
+    (128, None, 128), (128, 27000, 1), (128, 128, 1), (128, 127, 2), (5, 2, 3), (5, 1, 5),
+])
+def test_a_slot_keeps_as_many_final_observations_as_an_env_can_truncate(steps, limit, rows):
+    assert final_obs_rows(steps, limit) == rows
+    # the worst case: truncations exactly ``limit`` steps apart, the first at step 0
+    if limit is not None:
+        assert len(range(0, steps, limit)) == rows
+
+
+def test_final_observations_pack_into_each_env_s_rows_in_step_order():
+    truncated = np.array([[1, 0, 0], [0, 0, 1], [1, 0, 1], [0, 0, 0]], bool)  # [T=4, E=3]
+    index = final_obs_index(truncated)
+    assert index.tolist() == [[0, -1, -1], [-1, -1, 0], [1, -1, 1], [-1, -1, -1]]
+    steps = np.arange(12, dtype=np.float32).reshape(4, 3, 1)  # step t, env e: 3t + e
+    out = np.full((3, 2, 1), -1, np.float32)
+    pack_final_obs(steps, truncated, out)
+    assert out[..., 0].tolist() == [[0, 6], [-1, -1], [5, 8]]
+    with pytest.raises(ValueError, match="2 truncated episodes of one env in 4 steps; the "
+                                         "slot keeps 1 per env"):
+        pack_final_obs(steps, truncated, out[:, :1])
+
+
+def test_a_declared_episode_limit_shrinks_the_ring():
+    obs = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    dense = trajectory_layout(obs, spaces.Discrete(6), 128, 8)
+    sparse = trajectory_layout(obs, spaces.Discrete(6), 128, 8, max_episode_steps=13495)
+    finals = {f.name: f for f in sparse.fields}["final_obs"]
+    assert finals.shape == (8, 1, 4, 84, 84)
+    assert dense.nbytes - sparse.nbytes == 127 * 8 * 4 * 84 * 84
+

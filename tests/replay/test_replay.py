@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fastrl.memory.layout import pack_final_obs
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer, ReplayError, linear_schedule
 
 OBS = 4  # obs = [env, step, episode, is_final_obs]: every observation is unique
@@ -69,6 +70,11 @@ class Streams:
                                   "reward": float(s["reward"][t, e]), "term": term,
                                   "trunc": trunc, "succ": succ})
         s["bootstrap_obs"] = np.stack([self.envs[i].obs() for i in ids])
+        # as a ring keeps them: each env's in step order, rows past them garbage
+        steps_final = s.pop("final_obs")
+        rows = max(1, int(s["truncated"].sum(0).max()))
+        s["final_obs"] = np.full((envs, rows, OBS), np.nan, np.float32)
+        pack_final_obs(steps_final, s["truncated"], s["final_obs"])
         return s
 
 
@@ -147,7 +153,8 @@ def test_nstep_by_hand():
     slot = streams.slot(0, 4)
     slot["reward"][:, 0] = [1, 2, 4, 8]
     slot["truncated"][:, 0] = [False, False, True, False]
-    slot["final_obs"][2, 0] = final = np.array([9, 9, 9, 9], np.float32)
+    slot["final_obs"] = np.full((1, 2, OBS), np.nan, np.float32)  # env 0's rows
+    slot["final_obs"][0, 0] = final = np.array([9, 9, 9, 9], np.float32)
     assert buf.add_slot(slot) == 3  # step 3 waits for two more rewards
     s = buf.storage
     assert s["reward"][:3].tolist() == [1 + 1 + 1, 2 + 2, 4]
@@ -194,7 +201,8 @@ def test_uint8_frames_are_stored_and_sampled():
     boot = rng.integers(0, 256, (2, *frames), dtype=np.uint8)
     slot = {"obs": obs, "action": np.zeros((5, 2), np.int64),
             "reward": np.ones((5, 2), np.float32), "terminated": np.zeros((5, 2), bool),
-            "truncated": np.zeros((5, 2), bool), "final_obs": np.zeros_like(obs),
+            "truncated": np.zeros((5, 2), bool), "final_obs": np.zeros((2, 1, *frames),
+                                                                        np.uint8),
             "bootstrap_obs": boot, "env_id": np.array([[0, 1]] * 5, np.int32)}
     assert buf.add_slot(slot) == 10 - 2
     batch = buf.sample(16, rng)
@@ -405,6 +413,10 @@ def test_bad_slots_are_named():
         buf.add_slot({**slot, "env_id": slot["env_id"] + 1})
     with pytest.raises(ReplayError, match="repeats"):
         buf.add_slot({**slot, "env_id": np.zeros_like(slot["env_id"])})
+    two = np.zeros((3, 2), bool)
+    two[:2, 1] = True  # env 1 truncated twice, and the slot keeps one row per env
+    with pytest.raises(ReplayError, match="keeps 1 final observation.*truncated 2 episodes"):
+        buf.add_slot({**slot, "truncated": two})
     buf.add_slot(slot)
     with pytest.raises(ReplayError, match="batch_size must be an integer >= 1"):
         buf.sample(0, np.random.default_rng(0))

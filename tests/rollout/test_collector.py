@@ -1,5 +1,6 @@
 """The collector (fastrl.rollout.collector): episode ends reset in place without fake
-transitions, truncations keep the real final observation that PPO bootstraps from,
+transitions, truncations keep the real final observation that PPO bootstraps from (in the
+slot's sparse rows, refusing an env that truncates more often than it declared),
 non-finite rewards are refused naming the env and step, and clipped rewards leave the
 episode returns the env's."""
 
@@ -36,11 +37,14 @@ class ObsValue(nn.Module):
         return obs[..., 0].float()
 
 
-def collect(env_kwargs: dict, rollout_len: int, num_envs: int = 1):
-    """One slot collected from Count-v0 envs by a fresh ActorCritic, at policy version 3."""
+def collect(env_kwargs: dict, rollout_len: int, num_envs: int = 1,
+            max_episode_steps: int | None = None):
+    """One slot collected from Count-v0 envs by a fresh ActorCritic, at policy version 3,
+    its final observations kept for envs of ``max_episode_steps``."""
     envs = EnvGroup(EnvSource("scripted_envs:Count-v0", env_kwargs), list(range(num_envs)))
     policy = ActorCritic(envs.observation_space, envs.action_space, [8])
-    layout = trajectory_layout(envs.observation_space, envs.action_space, rollout_len, num_envs)
+    layout = trajectory_layout(envs.observation_space, envs.action_space, rollout_len, num_envs,
+                               max_episode_steps)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
     Collector(envs, policy_actor(policy), first_env_id=0, total_envs=num_envs).fill(slot, 0, 3)
     return slot
@@ -60,13 +64,16 @@ def test_collector_terminations_reset_in_place_without_fake_transitions():
     assert slot["global_step"][:, 0].tolist() == list(range(7))
 
 
-def test_truncation_bootstraps_from_the_real_final_observation():
-    # Episodes truncated after 2 steps by TimeLimit; the slot ends mid-episode.
-    slot = collect({"max_episode_steps": 2}, rollout_len=5)
+@pytest.mark.parametrize("declared", [None, 2])
+def test_truncation_bootstraps_from_the_real_final_observation(declared):
+    # Episodes truncated after 2 steps by TimeLimit; the slot ends mid-episode. Without a
+    # declared limit the slot keeps a row per step, with one ceil(5 / 2) = 3 rows.
+    slot = collect({"max_episode_steps": 2}, rollout_len=5, max_episode_steps=declared)
     assert slot["obs"][:, 0, 0].tolist() == [0, 1, 100, 101, 200]
     assert slot["truncated"][:, 0].tolist() == [0, 1, 0, 1, 0]
     assert not slot["terminated"].any()
-    assert slot["final_obs"][[1, 3], 0, 0].tolist() == [2, 102]
+    assert slot["final_obs"].shape[:2] == (1, 5 if declared is None else 3)
+    assert slot["final_obs"][0, :2, 0].tolist() == [2, 102]  # in step order
     assert slot["bootstrap_obs"][0, 0] == 201
 
     batch = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in slot.items()}
@@ -83,6 +90,13 @@ def test_truncation_bootstraps_from_the_real_final_observation():
         a[i] = delta[i] + (G * L * cont[i] * a[i + 1] if i < 4 else 0.0)
     assert adv[:, 0].tolist() == pytest.approx(a)
     assert returns[:, 0].tolist() == pytest.approx([x + y for x, y in zip(a, v)])
+
+
+def test_an_env_truncating_more_often_than_it_declared_is_refused_naming_it():
+    # Count-v0 truncates every 2 steps; declared 5 leaves one row per env in 5 steps
+    with pytest.raises(EnvContractError, match=r"env 0 truncated more than 1 episode\(s\) "
+                       r"within one slot of 5 steps, more than its declared max_episode"):
+        collect({"max_episode_steps": 2}, rollout_len=5, num_envs=3, max_episode_steps=5)
 
 
 def test_non_finite_rewards_are_refused_naming_env_and_step():
@@ -141,12 +155,13 @@ class StepsOnly:
 
 def test_a_whole_slot_in_one_call_writes_what_step_by_step_writes():
     """Random actions and the numba CartPole: the slot filled by one rollout_into call
-    equals the one filled step by step, field by field, over slots where episodes end."""
+    equals the one filled step by step, field by field (the sparse final observations
+    too), over slots where episodes end and are truncated."""
     T, n = 50, 8
     slots = []
     for wrap in (lambda sim: sim, StepsOnly):
-        envs = wrap(BatchedCartPole(list(range(n))))
-        layout = trajectory_layout(envs.observation_space, spaces.Discrete(2), T, n)
+        envs = wrap(BatchedCartPole(list(range(n)), max_episode_steps=20))
+        layout = trajectory_layout(envs.observation_space, spaces.Discrete(2), T, n, 20)
         collector = Collector(envs, RandomActor(spaces.Discrete(2), n, seed=3), 8, 16)
         filled = []
         for seq in range(4):
@@ -155,7 +170,8 @@ def test_a_whole_slot_in_one_call_writes_what_step_by_step_writes():
             filled.append(slot)
         slots.append(filled)
     whole, stepped = slots
-    assert any(s["terminated"].any() for s in whole)
+    assert any(s["terminated"].any() for s in whole) and any(s["truncated"].any() for s in whole)
+    assert any(s["final_obs"].any() for s in whole)
     for a, b in zip(whole, stepped):
         for name in a:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
