@@ -84,7 +84,7 @@ def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
         batch = {}  # time-major [T, slots * E], as the learner stages it
         for k, v in slot.items():
             one = np.broadcast_to(np.asarray(v, fields[k].dtype), fields[k].shape)
-            batch[k] = torch.as_tensor(np.concatenate([one] * slots, axis=int(k != PER_ENV)))
+            batch[k] = torch.as_tensor(np.concatenate([one] * slots, axis=int(k not in PER_ENV)))
         samples = cfg.batch_size * cfg.algo.update_epochs
         return (lambda: update.update(batch, cfg.algo.lr)), samples
     size = cfg.algo.replay.batch_size

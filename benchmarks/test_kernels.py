@@ -105,6 +105,12 @@ def test_gae_kernel(benchmark):
 SLOT_T, SLOT_E = 64, 64
 
 
+def rows_of(slot: dict[str, np.ndarray]):
+    """The rows a simulator writes into ``slot``, final observations into rows of their own
+    (as the collector hands them over)."""
+    return slot_rows(slot, np.zeros_like(slot["obs"]))
+
+
 @pytest.fixture
 def cartpole_slot():
     """A slot of fastrl/CartPole-v1 transitions, its simulator and a slot of actions."""
@@ -113,7 +119,7 @@ def cartpole_slot():
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
     slot["obs"][0] = sim.reset()
     actions = np.random.default_rng(0).integers(2, size=(SLOT_T, SLOT_E))
-    sim.rollout_into(actions, slot_rows(slot))  # compiles the kernels; episodes end in it
+    sim.rollout_into(actions, rows_of(slot))  # compiles the kernels; episodes end in it
     return sim, slot, actions
 
 
@@ -160,27 +166,27 @@ def test_finish_slot_baseline_numpy(benchmark, cartpole_slot):
 @pytest.mark.benchmark(group="env step into a slot")
 def test_step_into_slot_rows(benchmark, cartpole_slot):
     sim, slot, actions = cartpole_slot
-    rows = slot_rows(slot).step(3)
+    rows = rows_of(slot).step(3)
     benchmark(sim.step_into, actions[3], rows)
 
 
 @pytest.mark.benchmark(group="env step into a slot")
 def test_step_then_copy_baseline_numpy(benchmark, cartpole_slot):
     sim, slot, actions = cartpole_slot
-    rows = slot_rows(slot).step(3)
+    rows = rows_of(slot).step(3)
     benchmark(lambda: copy_step(sim.step(actions[3]), rows))
 
 
 @pytest.mark.benchmark(group="whole slot")
 def test_rollout_into_slot(benchmark, cartpole_slot):
     sim, slot, actions = cartpole_slot
-    benchmark(sim.rollout_into, actions, slot_rows(slot))
+    benchmark(sim.rollout_into, actions, rows_of(slot))
 
 
 @pytest.mark.benchmark(group="whole slot")
 def test_rollout_step_then_copy_baseline_numpy(benchmark, cartpole_slot):
     sim, slot, actions = cartpole_slot
-    rows = slot_rows(slot)
+    rows = rows_of(slot)
     benchmark(lambda: [copy_step(sim.step(actions[t]), rows.step(t)) for t in range(SLOT_T)])
 
 

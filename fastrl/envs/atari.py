@@ -108,4 +108,3 @@ def atari_step_limit(env: gym.Env, settings: AtariSettings) -> int | None:
         return None
     reset = settings.noop_max + settings.frame_skip
     return max(1, (frames - reset) // (2 * settings.frame_skip))
-
