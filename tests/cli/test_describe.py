@@ -248,3 +248,22 @@ def test_an_atari_run_shows_its_preprocessing_and_uint8_frame_bytes():
     assert "84x84 grayscale, 4 stacked" in " ".join(text.split())  # (the box wraps lines)
     obs = next(f for f in plan.layout.fields if f.name == "obs")
     assert obs.dtype == "uint8" and obs.nbytes == 128 * 4 * 4 * 84 * 84  # T x E x frames
+
+
+def test_final_observations_are_kept_per_env_only_where_episodes_can_be_cut():
+    report, plan = report_of([], str(CONFIGS / "atari_ppo.yaml"))
+    infra, kept = plan.cfg.infra, report["buffer"]["final_obs"]
+    # ALE's frame limit bounds a game's truncations: one row covers a 128-step slot
+    assert kept["max_episode_steps"] == 13_495 and kept["rows_per_env"] == 1
+    frames_per_env = infra.rollout_len - 1  # the uint8 4x84x84 frames no longer stored
+    assert kept["rings_bytes_saved"] == frames_per_env * 4 * 84 * 84 * \
+        infra.envs_per_worker * infra.ring_slots * infra.num_workers
+    text = " ".join(render(report).replace("│", " ").split())  # (the box wraps lines)
+    assert "final observations: 1 row per env a slot, as episodes are truncated at 13,495" \
+        in text and f"{human_bytes(kept['rings_bytes_saved'])} less ring memory" in text
+    # an env that may truncate at any step keeps one per step
+    report, _ = report_of([*TINY, "env.id=scripted_envs:Count-v0"])
+    assert report["buffer"]["final_obs"] == \
+        {"rows_per_env": 16, "max_episode_steps": None, "rings_bytes_saved": 0}
+    assert "16 per env a slot, one per step" in \
+        " ".join(render(report).replace("│", " ").split())

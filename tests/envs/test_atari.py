@@ -67,3 +67,16 @@ def test_fire_reset_launches_the_ball_that_a_noop_policy_never_would(fire_reset)
         assert (max(lost) >= 2) if fire_reset else (max(lost) == 0)
     finally:
         env.close()
+
+
+def test_a_game_s_time_limit_is_the_fewest_steps_its_frame_limit_allows():
+    def limit(*settings: str) -> int | None:
+        cfg = load_config(None, ["env.id=ALE/Breakout-v5", *settings])
+        envs = env_source(cfg.env).make([1])
+        envs.close()
+        return envs.max_episode_steps
+
+    # ALE truncates at 108,000 frames; a step takes at most 2 frame skips (a FIRE after a
+    # lost life), a reset its no-ops and one frame skip
+    assert limit() == (108_000 - 30 - 4) // 8 == 13_495
+    assert limit("env.atari.frame_skip=2", "env.atari.noop_max=0") == (108_000 - 2) // 4

@@ -168,3 +168,22 @@ def test_sampled_actions_reach_a_batched_simulator_as_workers_send_them():
     assert len(seen) == 8
     assert all(a.shape == (2,) and a.dtype == np.int64 for a in seen)
     assert set(np.concatenate(seen).tolist()) == {0, 1}
+
+
+class DeclaresLimit(CountSim):
+    """A CountSim that declares the time limit it truncates at (set per test)."""
+
+    max_episode_steps: object = None
+
+
+@pytest.mark.parametrize("limit, got", [(0, "int 0"), (2.5, "float 2.5"), ("500", "str")])
+def test_a_simulator_s_time_limit_is_a_positive_int_or_none(limit, got, monkeypatch):
+    source = EnvSource("Limited", {}, vector_env_fn=DeclaresLimit)
+    monkeypatch.setattr(DeclaresLimit, "max_episode_steps", limit)
+    with pytest.raises(EnvContractError, match=r"env 'Limited' broke the env contract in the "
+                       rf"factory: max_episode_steps should be a positive int or None, got {got}"):
+        source.make([0, 1])
+    monkeypatch.setattr(DeclaresLimit, "max_episode_steps", np.int64(7))
+    assert source.make([0, 1]).max_episode_steps == 7
+    monkeypatch.setattr(DeclaresLimit, "max_episode_steps", None)
+    assert source.make([0, 1]).max_episode_steps is None

@@ -79,3 +79,10 @@ def test_what_envpool_cannot_step_is_refused_in_one_line(overrides, says):
     with pytest.raises(EnvError) as e:
         source("env.backend=envpool", *overrides)
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("env_id, limit", [("ALE/Pong-v5", 27_000), ("Hopper-v5", 1_000)])
+def test_a_pool_declares_envpool_s_own_time_limit(env_id, limit):
+    pool = source(f"env.id={env_id}", "env.backend=envpool").make([1, 2])
+    pool.close()
+    assert pool.max_episode_steps == limit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import scripted_envs  # noqa: F401 - registers the scripted ids
@@ -39,3 +40,19 @@ def test_same_seeds_same_trajectories():
         return np.stack(out)
     assert np.array_equal(roll([3, 4]), roll([3, 4]))
     assert not np.array_equal(roll([3, 4]), roll([5, 6]))
+
+
+def test_a_time_limit_is_declared_only_where_it_is_the_env_s_only_cut():
+    def limit(source: EnvSource) -> int | None:
+        envs = EnvGroup(source, [0])
+        envs.close()
+        return envs.max_episode_steps
+
+    # Gymnasium's own envs truncate only in their TimeLimit, whatever its length
+    assert limit(EnvSource("CartPole-v1", {})) == 500
+    assert limit(EnvSource("CartPole-v1", {"max_episode_steps": 50})) == 50
+    # anything else may truncate whenever it likes: a user's env, or a factory that could
+    # wrap a Gymnasium env in a wrapper of its own
+    assert limit(EnvSource("scripted_envs:Count-v0", {"max_episode_steps": 50})) is None
+    assert limit(EnvSource("scripted_envs:JitterCartPole-v0", {})) is None
+    assert limit(EnvSource("CartPole-v1", {}, env_fn=lambda: gym.make("CartPole-v1"))) is None
