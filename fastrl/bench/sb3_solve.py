@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -122,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True, help="CSV file of the ended training episodes")
     args = p.parse_args(argv)
+    # the bench stops a run with SIGINT; a shell that started the bench in the background
+    # (`&`, nohup) made its children ignore SIGINT, and SB3 would run on until killed
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback

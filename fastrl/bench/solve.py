@@ -162,10 +162,11 @@ def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: fl
                 max_steps: int, max_seconds: float, log: Path, window: int = WINDOW) -> float:
     """Start ``cmd``, watch its episode log until the task is solved, the caps are reached
     or it exits, then stop it (SIGINT; killed after :data:`EXIT_WAIT_S`); returns the Unix
-    time it started. Its output goes to ``log``."""
+    time it started. Its output goes to ``log``, and it runs in ``log``'s folder, where files
+    a peer drops (MuJoCo's MUJOCO_LOG.TXT) are removed with the bench's work folder."""
     with log.open("w") as out:
         t0 = time.time()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
         try:
             while proc.poll() is None:
                 time.sleep(POLL_S)

@@ -5,9 +5,12 @@ tests/bench/test_solve_criterion.py.)"""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -58,6 +61,40 @@ def test_a_run_that_does_not_solve_stops_at_its_cap(tmp_path, max_steps, max_sec
         assert run.steps >= max_steps  # its step cap
     else:
         assert run.wall_s >= max_seconds  # its time cap
+
+
+@pytest.mark.timeout(60)
+def test_a_run_works_in_the_bench_s_folder_not_the_caller_s(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "e.csv"
+    script = "import os, sys; open(sys.argv[1], 'w').write('step,return\\n'); print(os.getcwd())"
+    run_process([sys.executable, "-c", script, str(out)], SolveRun("t", "scripted", 1), out,
+                475, max_steps=10, max_seconds=30, log=work / "log")
+    assert (work / "log").read_text().strip() == str(work)
+
+
+@pytest.mark.timeout(120)
+def test_sb3_stops_on_sigint_even_when_its_shell_ignored_it(tmp_path):
+    pytest.importorskip("stable_baselines3")  # (the test extra installs it)
+    out = tmp_path / "e.csv"
+    # what `nohup python -m fastrl.bench ... &` hands the peers it starts
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fastrl.bench.sb3_solve", "--task", "cartpole-ppo", f"--out={out}"],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        rows, deadline = [], time.monotonic() + 60
+        while len(rows) < 2 and proc.poll() is None:  # training: episodes are being logged
+            assert time.monotonic() < deadline, "SB3 logged no episode in 60 s"
+            time.sleep(0.1)
+            rows = read_rows(out) if out.exists() else []
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(30) == 0, proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 @pytest.mark.timeout(600)
