@@ -250,6 +250,11 @@ def test_an_atari_run_shows_its_preprocessing_and_uint8_frame_bytes():
     assert obs.dtype == "uint8" and obs.nbytes == 128 * 4 * 4 * 84 * 84  # T x E x frames
 
 
+def one_line(report: dict) -> str:
+    """The rendered report without its box's borders and line breaks (the box wraps lines)."""
+    return " ".join(render(report).replace("│", " ").split())
+
+
 def test_final_observations_are_kept_per_env_only_where_episodes_can_be_cut():
     report, plan = report_of([], str(CONFIGS / "atari_ppo.yaml"))
     infra, kept = plan.cfg.infra, report["buffer"]["final_obs"]
@@ -258,12 +263,11 @@ def test_final_observations_are_kept_per_env_only_where_episodes_can_be_cut():
     frames_per_env = infra.rollout_len - 1  # the uint8 4x84x84 frames no longer stored
     assert kept["rings_bytes_saved"] == frames_per_env * 4 * 84 * 84 * \
         infra.envs_per_worker * infra.ring_slots * infra.num_workers
-    text = " ".join(render(report).replace("│", " ").split())  # (the box wraps lines)
+    text = one_line(report)
     assert "final observations: 1 row per env a slot, as episodes are truncated at 13,495" \
         in text and f"{human_bytes(kept['rings_bytes_saved'])} less ring memory" in text
     # an env that may truncate at any step keeps one per step
     report, _ = report_of([*TINY, "env.id=scripted_envs:Count-v0"])
     assert report["buffer"]["final_obs"] == \
         {"rows_per_env": 16, "max_episode_steps": None, "rings_bytes_saved": 0}
-    assert "16 per env a slot, one per step" in \
-        " ".join(render(report).replace("│", " ").split())
+    assert "16 per env a slot, one per step" in one_line(report)
