@@ -23,9 +23,10 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils.env_checker import data_equivalence
 
-from fastrl.envs.errors import EnvContractError, contract_violation
+from fastrl.envs.errors import EnvContractError, contract_violation, record_violation
 from fastrl.envs.source import EnvSource
 from fastrl.memory.layout import storage_of
+from fastrl.memory.records import obs_record
 
 
 def check_env(source: EnvSource, seed: int, steps: int = 64) -> None:
@@ -90,7 +91,16 @@ def _check_gym_env(source: EnvSource, seed: int, steps: int) -> None:
 def _obs_checker(env_id: str, space: spaces.Space) -> Callable[[str, Any], None]:
     """A check of one observation against the storage of ``space``: a Box observation must
     have the space's exact dtype (as workers require), other spaces' values must cast to
-    their storage dtype (workers convert them)."""
+    their storage dtype (workers convert them). A Dict or Tuple observation is checked
+    leaf by leaf, alike."""
+    record = obs_record(space)
+    if record is not None:
+        def check_record(where: str, obs: Any) -> None:
+            wrong = record.check(obs)
+            if wrong:
+                raise record_violation(env_id, where, "the observation", wrong)
+
+        return check_record
     shape, dtype = storage_of(space, "observation")
     strict = isinstance(space, spaces.Box)
     expected = f"a {dtype} array of shape {shape}" + ("" if strict else " (or castable to it)")

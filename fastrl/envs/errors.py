@@ -32,6 +32,13 @@ def contract_violation(env_id: str, where: str, field: str, expected: str,
                             f"should be {expected}, got {describe_value(got)}")
 
 
+def record_violation(env_id: str, where: str, field: str, wrong: str) -> EnvContractError:
+    """The error for a Dict or Tuple observation with a wrong leaf (``wrong``, from
+    fastrl.memory.records.ObsRecord.check)."""
+    return EnvContractError(f"env {env_id!r} broke the env contract in {where}: in {field}, "
+                            f"{wrong}")
+
+
 def check_batch_arrays(env_id: str, where: str, n: int, obs_shape: tuple[int, ...],
                        obs_dtype: np.dtype, obs: object, reward: object = None,
                        terminated: object = None, truncated: object = None) -> None:

@@ -20,16 +20,18 @@ import numpy as np
 from fastrl.core.settings import setting
 from fastrl.envs import BUILTIN_BATCHED, BatchedEnv
 from fastrl.envs.atari import AtariSettings, atari_step_limit, is_atari, make_atari
-from fastrl.envs.batched import StepRows, WritesRows, copy_step, own_rows
+from fastrl.envs.batched import SlotRows, StepRows, WritesRows, copy_step, own_rows
 from fastrl.envs.envpool import EnvPoolGroup, envpool_task
 from fastrl.envs.errors import (
     EnvContractError,
     EnvError,
     check_batch_arrays,
     contract_violation,
+    record_violation,
 )
 from fastrl.envs.mujoco import is_mujoco, prepare_mujoco
 from fastrl.memory.layout import storage_of
+from fastrl.memory.records import obs_record
 
 
 @dataclass
@@ -213,6 +215,9 @@ def env_source(cfg: EnvConfig, env_fn: Callable[..., gym.Env] | str | None = Non
     return EnvSource(cfg.id, dict(cfg.kwargs), env_fn, vector_env_fn, cfg.atari, cfg.backend)
 
 
+OBS_FIELDS = ("obs", "next_obs", "final_obs")  # the observation rows of StepRows, SlotRows
+
+
 class CheckedBatchedEnv:
     """A user's batched simulator with every ``reset`` and ``step`` result checked against
     the contract (:func:`~fastrl.envs.errors.check_batch_arrays`), offering both step
@@ -238,7 +243,9 @@ class CheckedBatchedEnv:
         self.observation_space = sim.observation_space
         self.action_space = sim.action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
+        self._record = obs_record(self.observation_space)
         self._rows = own_rows(n, self._obs_shape, self._obs_dtype)
+        self._sim_rows = self._leaf_rows(self._rows)
         self.max_episode_steps = getattr(sim, "max_episode_steps", None)
         if self.max_episode_steps is not None and not (
                 isinstance(self.max_episode_steps, int | np.integer)
@@ -246,38 +253,61 @@ class CheckedBatchedEnv:
             raise contract_violation(env_id, "the factory", "max_episode_steps",
                                      "a positive int or None", self.max_episode_steps)
         if hasattr(sim, "rollout_into"):
-            self.rollout_into = sim.rollout_into
+            self.rollout_into = self._rollout_into
+
+    def _leaf_rows(self, rows: StepRows | SlotRows) -> StepRows | SlotRows:
+        """``rows`` as the simulator writes them: for a Dict or Tuple space, the
+        observation fields as nested views of their leaves (fastrl.memory.records)."""
+        if self._record is None:
+            return rows
+        return type(rows)(*(self._record.views(x) if name in OBS_FIELDS else x
+                            for name, x in zip(rows._fields, rows)))
+
+    def _checked_obs(self, where: str, obs: Any, into: np.ndarray) -> np.ndarray:
+        """Observations as stored: checked, and for a Dict or Tuple space packed into
+        ``into`` (records ``[n, nbytes]``)."""
+        if self._record is None:
+            check_batch_arrays(self.env_id, where, self.num_envs, self._obs_shape,
+                               self._obs_dtype, obs)
+            return obs
+        wrong = self._record.check(obs, (self.num_envs,))
+        if wrong:
+            raise record_violation(self.env_id, where, "obs", wrong)
+        self._record.write(into, obs)
+        return into
 
     def reset(self) -> np.ndarray:
         """Reset every env with its seed (checked)."""
-        obs = self.sim.reset()
-        check_batch_arrays(self.env_id, "reset()", self.num_envs, self._obs_shape,
-                           self._obs_dtype, obs)
-        return obs
+        return self._checked_obs("reset()", self.sim.reset(), self._rows.obs)
 
     def step(self, actions: np.ndarray):
         """Step every env once (checked); see :class:`~fastrl.envs.batched.BatchedEnv`."""
         if not hasattr(self.sim, "step"):
-            self.sim.step_into(actions, self._rows)
-            out = self._rows  # checked as a step result: its rewards may not be finite
-        else:
-            out = self.sim.step(actions)
+            self.sim.step_into(actions, self._sim_rows)
+            # rows of the right shapes by construction; its rewards may not be finite
+            check_batch_arrays(self.env_id, "step_into()", self.num_envs, self._obs_shape,
+                               self._obs_dtype, *self._rows[:4])
+            return self._rows
+        out = self.sim.step(actions)
         if not isinstance(out, tuple) or len(out) != 5:
             raise contract_violation(self.env_id, "step()", "the result", "a 5-tuple (obs, "
                                      "reward, terminated, truncated, final_obs)", out)
         obs, reward, terminated, truncated, final_obs = out
+        obs = self._checked_obs("step()", obs, self._rows.obs)
         check_batch_arrays(self.env_id, "step()", self.num_envs, self._obs_shape,
                            self._obs_dtype, obs, reward, terminated, truncated)
-        check_batch_arrays(self.env_id, "step() final_obs", self.num_envs, self._obs_shape,
-                           self._obs_dtype, final_obs)
-        return out
+        final_obs = self._checked_obs("step() final_obs", final_obs, self._rows.final_obs)
+        return obs, reward, terminated, truncated, final_obs
 
     def step_into(self, actions: np.ndarray, out: StepRows) -> None:
         """Step every env once into ``out`` (a ``step`` result is checked, then copied)."""
         if hasattr(self.sim, "step_into"):
-            self.sim.step_into(actions, out)
+            self.sim.step_into(actions, self._leaf_rows(out))
         else:
             copy_step(self.step(actions), out)
+
+    def _rollout_into(self, actions: np.ndarray, out: SlotRows) -> None:
+        self.sim.rollout_into(actions, self._leaf_rows(out))
 
     def close(self) -> None:
         """Close the simulator."""
@@ -296,6 +326,7 @@ class EnvGroup(WritesRows):
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
+        self._record = obs_record(self.observation_space)
         self._box_action = isinstance(self.action_space, gym.spaces.Box)
         # Box observations must come in the space's dtype; others are converted on storing.
         self._strict_dtype = isinstance(self.observation_space, gym.spaces.Box)
@@ -305,6 +336,9 @@ class EnvGroup(WritesRows):
             episode_step_limit(self.envs[0], source.atari)
 
     def _store_obs(self, out: np.ndarray, i: int, obs: Any, where: str = "step()") -> None:
+        if self._record is not None:
+            self._store_record(out[i], obs, where)
+            return
         arr = np.asarray(obs)
         if arr.shape != self._obs_shape or self._strict_dtype and arr.dtype != self._obs_dtype:
             raise contract_violation(
@@ -312,9 +346,20 @@ class EnvGroup(WritesRows):
                 f"{self._obs_shape} (its observation space is {self.observation_space})", arr)
         out[i] = arr
 
+    def _store_record(self, row: np.ndarray, obs: Any, where: str) -> None:
+        """A Dict or Tuple observation into its record ``row``, every leaf checked."""
+        wrong = self._record.check(obs)
+        if wrong:
+            raise record_violation(self.env_id, where, "the observation", wrong)
+        self._record.write(row, obs)
+
     def _store_all(self, out: np.ndarray, observations: list) -> None:
         """``out[:] = observations`` in one conversion; per env (to name the culprit) when
         a shape is wrong."""
+        if self._record is not None:
+            for i, obs in enumerate(observations):
+                self._store_record(out[i], obs, "step()")
+            return
         try:
             arr = np.array(observations)
         except ValueError:  # ragged shapes

@@ -7,11 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
+from fastrl.memory.records import ObsRecord, UnsupportedSpace, is_structured, leaf_storage
+
 ALIGN = 64  # every field starts on its own cache line
-
-
-class UnsupportedSpace(TypeError):
-    """An observation or action space whose values fastrl cannot store in a ring."""
 
 
 @dataclass(frozen=True)
@@ -53,21 +51,20 @@ class SlotLayout:
 def storage_of(space: spaces.Space, role: str) -> tuple[tuple[int, ...], np.dtype]:
     """Per-step shape and dtype that store one value of ``space``.
 
-    ``role`` ('observation' or 'action') only words the error for unsupported spaces.
+    Dict and Tuple observations are records of their leaves, ``[nbytes]`` uint8
+    (fastrl.memory.records). ``role`` ('observation' or 'action') only words the error for
+    unsupported spaces.
     """
-    if isinstance(space, spaces.Box):
-        return tuple(space.shape), np.dtype(space.dtype)
-    if isinstance(space, spaces.Discrete):
-        return (), np.dtype(np.int64)
-    if isinstance(space, spaces.MultiDiscrete):
-        return tuple(space.nvec.shape), np.dtype(np.int64)
-    if isinstance(space, spaces.MultiBinary):
-        return tuple(np.atleast_1d(space.n)), np.dtype(np.int8)
-    raise UnsupportedSpace(
-        f"fastrl cannot store a {type(space).__name__} {role} space ({space}); it stores Box, "
-        "Discrete, MultiDiscrete and MultiBinary. Flatten structured spaces with "
-        "gymnasium.wrappers.FlattenObservation (observations) or a custom wrapper (actions)."
-    )
+    if role == "observation" and is_structured(space):
+        return (ObsRecord(space).nbytes,), np.dtype(np.uint8)
+    try:
+        return leaf_storage(space)
+    except UnsupportedSpace:
+        stores = "Box, Discrete, MultiDiscrete and MultiBinary" + (
+            ", and Dict and Tuple spaces of those" if role == "observation" else "")
+        raise UnsupportedSpace(
+            f"fastrl cannot store a {type(space).__name__} {role} space ({space}); it stores "
+            f"{stores}") from None
 
 
 def final_obs_rows(rollout_len: int, max_episode_steps: int | None) -> int:

@@ -18,8 +18,10 @@ stay in the workers as constructed.
 Policy contract (:class:`BasePolicy` subclasses)
 -----------------------------------------------
 ``obs`` is a batch ``[B, *obs_space.shape]`` as fastrl stores observations (a Box's own
-dtype; int64 for Discrete), on the policy's device. ``action`` is ``[B, *act_space.shape]``
-as fastrl stores actions (int64 for Discrete, ``Discrete.start`` included).
+dtype; int64 for Discrete), on the policy's device; for a Dict or Tuple space, a dict (or
+tuple) of such batches, one per leaf, nested as the space is (``obs["image"]`` ``[B, 84,
+84, 3]`` uint8). ``action`` is ``[B, *act_space.shape]`` as fastrl stores actions (int64
+for Discrete, ``Discrete.start`` included).
 
 Every algorithm (``ppo``, ``dqn``, ``sac``, and ``none``, which only acts) calls, in the
 workers and in evaluation:
@@ -45,8 +47,8 @@ and besides, in the learner:
 Plain module contract (any other ``nn.Module``)
 -----------------------------------------------
 The module receives the observations as float feature vectors ``[B, obs_size]`` (a Box
-flattened, a Discrete one-hot: the input of the built-in MLPs, see
-:class:`~fastrl.models.encoders.ObsFeatures`) and returns:
+flattened, a Discrete one-hot, a Dict's or Tuple's leaves so and joined: the input of the
+built-in MLPs, see :func:`~fastrl.models.encoders.obs_features`) and returns:
 
 - ``dqn``: Q-values ``[B, n]`` for ``Discrete(n)`` (``algo.dqn.dueling`` does not apply);
 - ``ppo`` / ``none``: ``(head, value)``: logits ``[B, n]`` for ``Discrete(n)`` (a
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -80,10 +83,12 @@ from torch import nn
 from fastrl.envs.errors import EnvError
 from fastrl.envs.source import load_factory
 from fastrl.memory.layout import storage_of
-from fastrl.models.encoders import ObsFeatures
+from fastrl.memory.records import obs_record
+from fastrl.models.encoders import obs_features, unpack_tensors
 from fastrl.models.policy import PolicyHead
 
 PROBE_BATCH = 7  # rows of the batch the contract calls run on
+OBS_CALLS = ("act", "evaluate", "value", "sample", "forward")  # calls that take observations
 
 
 class PolicyContractError(ValueError):
@@ -119,19 +124,28 @@ class BasePolicy(nn.Module):
     implement ``act`` and the algorithm's training calls.
 
     Sets :attr:`obs_space`, :attr:`act_space`, :attr:`algo_config`, :attr:`act_shape` and
-    :attr:`obs_features` (observations -> float vectors of :attr:`ObsFeatures.size`; no
-    parameters).
+    :attr:`obs_features` (observations -> float vectors of its ``size``; no parameters).
+    For a Dict or Tuple observation space, the calls of :data:`OBS_CALLS` a subclass
+    defines receive the observations as nested leaf tensors (see the module doc).
     """
+
+    #: the calls take observations as fastrl stores them (records for Dict and Tuple
+    #: spaces): fastrl's own wrappers, which hand them to an encoder
+    takes_records = False
 
     def __init__(self, obs_space: gym.Space, act_space: gym.Space,
                  algo_config: Any) -> None:
         super().__init__()
         self.obs_space, self.act_space, self.algo_config = obs_space, act_space, algo_config
         self.act_shape = tuple(act_space.shape or ())
-        self.obs_features = ObsFeatures(obs_space)
+        self.obs_features = obs_features(obs_space)
+        self._obs_record = None if self.takes_records else obs_record(obs_space)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        for name in OBS_CALLS:
+            if name in cls.__dict__:
+                setattr(cls, name, _unpacking_records(cls.__dict__[name]))
         # Workers turn act's outputs into numpy arrays, which tensors that require grad
         # refuse; inference needs no graph either.
         if "act" in cls.__dict__:
@@ -145,10 +159,25 @@ class BasePolicy(nn.Module):
         return action.long() - int(self.act_space.start)
 
 
+def _unpacking_records(call: Callable) -> Callable:
+    """``call``, given records of a Dict or Tuple space as nested leaf tensors."""
+
+    @functools.wraps(call)
+    def unpacking(self: BasePolicy, obs: Any, *args: Any, **kwargs: Any) -> Any:
+        record = self.__dict__.get("_obs_record")
+        if record is not None and isinstance(obs, torch.Tensor):
+            obs = unpack_tensors(obs, record)
+        return call(self, obs, *args, **kwargs)
+
+    return unpacking
+
+
 class ModuleActorCritic(PolicyHead, BasePolicy):
     """PPO's policy around a plain module ``features -> (head, value)``: Categorical over the
     head's logits for Discrete actions, Normal around the head's mean with a learned
     state-independent log-std for Box actions."""
+
+    takes_records = True
 
     def __init__(self, module: nn.Module, obs_space: gym.Space, act_space: gym.Space,
                  algo_config: Any) -> None:
@@ -296,8 +325,12 @@ def sample_obs(obs_space: gym.Space, n: int) -> torch.Tensor:
     """``n`` observations of ``obs_space`` (fixed seed) as fastrl stores them."""
     space = copy.deepcopy(obs_space)  # (sampling advances the space's own generator)
     space.seed(0)
+    values = [space.sample() for _ in range(n)]
+    record = obs_record(obs_space)
+    if record is not None:
+        return torch.from_numpy(record.pack(values))
     _, dtype = storage_of(obs_space, "observation")
-    return torch.from_numpy(np.stack([space.sample() for _ in range(n)]).astype(dtype))
+    return torch.from_numpy(np.stack(values).astype(dtype))
 
 
 def dims_text(dims: tuple[int, ...]) -> str:
@@ -414,7 +447,7 @@ def check_module(module: nn.Module, family: PolicyFamily, algo_name: str,
         raise probe.error(f"a plain module acts in Discrete or Box action spaces, not "
                           f"{act_space}; subclass fastrl.BasePolicy for others")
     with _probing(module):
-        out = probe.call("forward(obs)", "__call__", ObsFeatures(obs_space)(probe.obs))
+        out = probe.call("forward(obs)", "__call__", obs_features(obs_space)(probe.obs))
     n_out = int(act_space.n) if discrete else int(np.prod(act_space.shape))
     family.check_module_output(probe, out, n_out, discrete)
 

@@ -4,7 +4,9 @@ Every built-in network starts with one (``algo.encoder``): ``flat`` flattens Box
 observations and one-hot encodes Discrete ones (no parameters); ``nature`` (the Nature-DQN
 torso) and ``impala`` (IMPALA's residual torso) read image observations. Images stay
 uint8 from the env to the network: the cast to float and the division by 255 happen here,
-on the learner's device.
+on the learner's device. Dict and Tuple observations arrive as records of their leaves
+(fastrl.memory.records): :class:`RecordEncoder` encodes each leaf as the above would (a CNN
+for image leaves) and joins the features.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+
+from fastrl.memory.records import Leaf, ObsRecord, obs_record
 
 ENCODERS = ("auto", "flat", "nature", "impala")
 MAX_CHANNELS = 16  # a leading (or trailing) image dim up to this is the channel dim
@@ -96,11 +100,90 @@ class ObsFeatures(nn.Module):
             self.norm.update(self._flat(obs).reshape(-1, self.size))
 
 
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
+
+
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype of a numpy dtype."""
+    if dtype not in _TORCH_DTYPES:
+        _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    return _TORCH_DTYPES[dtype]
+
+
+def leaf_tensor(obs: torch.Tensor, leaf: Leaf) -> torch.Tensor:
+    """Leaf ``leaf`` of records ``obs`` ``[*batch, nbytes]`` (uint8) as a view
+    ``[*batch, *leaf.shape]`` in the leaf's dtype (no copy: offsets are 8-byte aligned)."""
+    raw = obs[..., leaf.offset:leaf.offset + leaf.nbytes]
+    if raw.stride(-1) != 1:
+        raw = raw.contiguous()
+    return raw.view(torch_dtype(leaf.dtype)).reshape(*obs.shape[:-1], *leaf.shape)
+
+
+def unpack_tensors(obs: torch.Tensor, record: ObsRecord):
+    """Records ``obs`` ``[*batch, nbytes]`` as nested dicts and tuples of leaf tensors,
+    as the space nests them."""
+    return record.nest([leaf_tensor(obs, leaf) for leaf in record.leaves])
+
+
+class RecordEncoder(nn.Module):
+    """Records of a Dict or Tuple space -> features: each leaf (the mask of legal actions
+    aside) through its own encoder (``kind``'s CNN for image leaves, :class:`ObsFeatures`
+    for the others, standardised with ``normalize`` where they are Box leaves), the
+    features joined in the leaves' order."""
+
+    def __init__(self, record: ObsRecord, kind: str = "flat", normalize: bool = False) -> None:
+        super().__init__()
+        self._record = record
+        self.leaves = record.feature_leaves
+        if not self.leaves:
+            raise UnsupportedObservations(
+                f"the observation space {record.space} holds only the action mask; a policy "
+                "needs observations besides it")
+        self.encoders = nn.ModuleList(
+            _leaf_encoder(leaf.space, kind, normalize) for leaf in self.leaves)
+        self.size = sum(e.size for e in self.encoders)
+
+    def _leaf_tensors(self, obs) -> list[torch.Tensor]:
+        """The feature leaves of records ``[*batch, nbytes]``, or of nested leaf tensors (a
+        user policy's observations, fastrl.models.base)."""
+        if isinstance(obs, torch.Tensor):
+            return [leaf_tensor(obs, leaf) for leaf in self.leaves]
+        values = dict(zip(self._record.leaves, self._record.leaf_values(obs)))
+        return [values[leaf] for leaf in self.leaves]
+
+    def forward(self, obs) -> torch.Tensor:
+        return torch.cat([encode(x) for x, encode in zip(self._leaf_tensors(obs),
+                                                         self.encoders)], -1)
+
+    def observe(self, obs) -> None:
+        """Fold a batch of records into the leaves' running statistics."""
+        for x, encoder in zip(self._leaf_tensors(obs), self.encoders):
+            if isinstance(encoder, ObsFeatures):
+                encoder.observe(x)
+
+
+def _leaf_encoder(space: spaces.Space, kind: str, normalize: bool) -> nn.Module:
+    if image_layout(space) is not None and kind != "flat":
+        return make_encoder(space, kind)
+    return ObsFeatures(space, normalize and isinstance(space, spaces.Box))
+
+
+def obs_features(obs_space: spaces.Space, normalize: bool = False) -> nn.Module:
+    """Observations -> flat float features for any space the ring stores: an
+    :class:`ObsFeatures`, or for a Dict or Tuple space a :class:`RecordEncoder` of them."""
+    record = obs_record(obs_space)
+    if record is not None:
+        return RecordEncoder(record, "flat", normalize)
+    return ObsFeatures(obs_space, normalize)
+
+
 def observe_observations(model: nn.Module, obs: torch.Tensor) -> None:
     """Update every observation normaliser inside ``model`` with a batch of observations
     (the learner's, before it trains on them)."""
+    inside = {id(m) for r in model.modules() if isinstance(r, RecordEncoder)
+              for m in r.encoders.modules()}
     for module in model.modules():
-        if isinstance(module, ObsFeatures):
+        if isinstance(module, (ObsFeatures, RecordEncoder)) and id(module) not in inside:
             module.observe(obs)
 
 
@@ -203,12 +286,22 @@ IMAGE_ENCODERS = {cls.name: cls for cls in (NatureCNN, ImpalaCNN)}
 
 
 def make_encoder(obs_space: spaces.Space, kind: str = "auto",
-                 normalize: bool = False) -> ObsFeatures | ImageEncoder:
+                 normalize: bool = False) -> nn.Module:
     """The encoder ``kind`` (one of :data:`ENCODERS`) for ``obs_space``; ``auto`` is
     ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise.
-    ``normalize`` standardises flat Box features (images are scaled by 1/255 instead)."""
+    ``normalize`` standardises flat Box features (images are scaled by 1/255 instead).
+    A Dict or Tuple space gets a :class:`RecordEncoder`: ``kind`` applies to its image
+    leaves (``auto``: ``nature``), its other leaves are flat."""
     if kind not in ENCODERS:
         raise ValueError(f"unknown encoder {kind!r}; known: {', '.join(ENCODERS)}")
+    record = obs_record(obs_space)
+    if record is not None:
+        if kind in IMAGE_ENCODERS and not any(image_layout(leaf.space) is not None
+                                              for leaf in record.feature_leaves):
+            raise UnsupportedObservations(
+                f"the {kind} encoder reads image leaves (a 3-d uint8 Box with up to "
+                f"{MAX_CHANNELS} channels first or last); {obs_space} has none")
+        return RecordEncoder(record, "nature" if kind == "auto" else kind, normalize)
     image = image_layout(obs_space) is not None
     if kind == "auto":
         kind = "nature" if image else "flat"

@@ -6,7 +6,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from fastrl.models.encoders import ObsFeatures, make_encoder
+from fastrl.models.encoders import make_encoder, obs_features
 from fastrl.models.policy import UnsupportedActionSpace, mlp
 
 
@@ -27,7 +27,7 @@ class QNetwork(nn.Module):
                 "for Box actions"
             )
         # a user's body reads flat features (fastrl.models.base's contract)
-        self._features = ObsFeatures(obs_space) if body is not None else \
+        self._features = obs_features(obs_space) if body is not None else \
             make_encoder(obs_space, encoder)
         self._act_start = int(act_space.start)
         self.num_actions = int(act_space.n)

@@ -7,7 +7,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from fastrl.models.encoders import ObsFeatures
+from fastrl.models.encoders import obs_features
 from fastrl.models.policy import UnsupportedActionSpace, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # CleanRL's bounds: keeps the Gaussian well-conditioned
@@ -33,7 +33,7 @@ class SquashedGaussianActor(nn.Module):
                  hidden: list[int], body: nn.Module | None = None) -> None:
         super().__init__()
         _check_bounded_box(act_space)
-        self._features = ObsFeatures(obs_space)
+        self._features = obs_features(obs_space)
         self.act_shape = tuple(act_space.shape)
         n_act = int(np.prod(act_space.shape))
         # body: features [B, obs_size] -> [B, 2 * n_act]; a user's plain module (models.base)
@@ -81,7 +81,7 @@ class TwinQ(nn.Module):
                  hidden: list[int], body: nn.Module | None = None) -> None:
         super().__init__()
         _check_bounded_box(act_space)
-        self._features = ObsFeatures(obs_space)
+        self._features = obs_features(obs_space)
         n_in = self._features.size + int(np.prod(act_space.shape))
         self.q1 = mlp(n_in, hidden, 1, 1.0, nn.ReLU)
         self.q2 = mlp(n_in, hidden, 1, 1.0, nn.ReLU)

@@ -34,13 +34,24 @@ def test_storage_follows_the_space(space, shape, dtype):
     assert np.array_equal(buf, np.asarray(sample))
 
 
-@pytest.mark.parametrize("space", [
-    spaces.Dict({"a": spaces.Discrete(2)}),
-    spaces.Tuple((spaces.Discrete(2),)),
-    spaces.Text(5),
+@pytest.mark.parametrize("space, role", [
+    (spaces.Text(5), "observation"),
+    (spaces.Dict({"a": spaces.Discrete(2)}), "action"),
+    (spaces.Tuple((spaces.Discrete(2),)), "action"),
 ])
-def test_unstorable_space_is_a_clear_error(space):
+def test_unstorable_space_is_a_clear_error(space, role):
     with pytest.raises(UnsupportedSpace, match="Box, Discrete, MultiDiscrete and MultiBinary"):
+        storage_of(space, role)
+
+
+@pytest.mark.parametrize("space, leaf", [
+    (spaces.Dict({"a": spaces.Discrete(2), "b": spaces.Text(5)}), "'b'"),
+    (spaces.Tuple((spaces.Discrete(2), spaces.Sequence(spaces.Discrete(2)))), "'1'"),
+    (spaces.Dict({"g": spaces.Dict({"graph": spaces.Graph(spaces.Discrete(2), None)})}),
+     "'g.graph'"),
+])
+def test_unstorable_leaf_is_named(space, leaf):
+    with pytest.raises(UnsupportedSpace, match=f"leaf {leaf}"):
         storage_of(space, "observation")
 
 
