@@ -63,6 +63,7 @@ from fastrl.envs.envpool import envpool_task
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
+from fastrl.memory.records import obs_record
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
 
@@ -155,7 +156,17 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
         source, factory = "gymnasium.make", None
     return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
             "observation_space": _space_text(plan.obs_space),
+            "observation_leaves": _leaves(plan.obs_space),
             "action_space": _space_text(plan.act_space)}
+
+
+def _leaves(space: Any) -> list[dict[str, Any]] | None:
+    """The leaves of a Dict or Tuple observation space as its record stores them."""
+    record = obs_record(space)
+    if record is None:
+        return None
+    return [{"name": leaf.name, "shape": list(leaf.shape), "dtype": str(leaf.dtype),
+             "bytes": leaf.nbytes, "offset": leaf.offset} for leaf in record.leaves]
 
 
 def _space_text(space: Any) -> str:
@@ -378,10 +389,22 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
         f"{_env_text(report['env'])}",
         f"observations {report['env']['observation_space']}, actions "
         f"{report['env']['action_space']}",
+        *_leaf_lines(report["env"]["observation_leaves"]),
         f"actions: {r['actions']}, {r['policy']} on a local copy of the weights",
         f"{r['rollout_len']:,} steps per env per slot: {r['transitions_per_slot']:,} "
         "transitions a slot",
     ]
+
+
+def _leaf_lines(leaves: list[dict[str, Any]] | None) -> list[str]:
+    if leaves is None:
+        return []
+    last = leaves[-1]
+    size = -(-(last["offset"] + last["bytes"]) // 8) * 8
+    each = ", ".join(f"{x['name']} {x['dtype']}{tuple(x['shape'])} {human_bytes(x['bytes'])}"
+                     for x in leaves)
+    count = _plural(len(leaves), "leaf", "leaves")
+    return [f"stored as one {human_bytes(size)} record a step of {count}: {each}"]
 
 
 def _final_obs_line(f: dict[str, Any], rollout_len: int) -> str:

@@ -2,7 +2,8 @@
 write a trained policy as a standalone inference artifact.
 
 The artifact maps a batch of observations (as fastrl stores them: a Box's own dtype, int64
-for Discrete; any batch size) to the policy's deterministic action: ``policy.act(obs,
+for Discrete; any batch size; for a Dict or Tuple space one input per leaf, named by its
+path, ``obs.image``, ``obs.action_mask``) to the policy's deterministic action: ``policy.act(obs,
 deterministic=True)[0]`` (the argmax / mode, ``Discrete.start`` included, as ``act`` returns
 it), cast to the stored action dtype and, for a Box, clipped to the space's bounds. What the
 network does to observations (one-hot, flattening, dtype casts, the 1/255 of uint8 frames,
@@ -50,6 +51,7 @@ from fastrl.core.files import write_atomically
 from fastrl.errors import INPUT_ERRORS
 from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.memory.layout import storage_of
+from fastrl.memory.records import ObsRecord, obs_record
 from fastrl.models.base import sample_obs
 from fastrl.models.encoders import RunningNorm
 
@@ -70,13 +72,29 @@ class ExportError(RuntimeError):
     unknown format or one whose packages are not installed."""
 
 
+def input_names(obs_space: gym.Space) -> list[str]:
+    """The artifact's inputs: ``obs``, or ``obs.<leaf path>`` per leaf of a Dict or Tuple."""
+    record = obs_record(obs_space)
+    return [INPUT_NAME] if record is None else \
+        [f"{INPUT_NAME}.{leaf.name}" for leaf in record.leaves]
+
+
+def model_inputs(obs: np.ndarray, record: ObsRecord | None) -> list[np.ndarray]:
+    """Stored observations as the artifact's inputs (a record's leaves, each contiguous)."""
+    if record is None:
+        return [obs]
+    return [np.ascontiguousarray(record.leaf_view(obs, leaf)) for leaf in record.leaves]
+
+
 class DeterministicAction(nn.Module):
     """``obs -> action``: ``policy.act(obs, deterministic=True)[0]`` as fastrl stores actions
-    (its dtype; clipped to the bounds of a Box). The module that is exported."""
+    (its dtype; clipped to the bounds of a Box). The module that is exported; for a Dict or
+    Tuple space it takes one tensor per leaf and hands the policy the nested leaves."""
 
-    def __init__(self, policy: nn.Module, act_space: gym.Space) -> None:
+    def __init__(self, policy: nn.Module, obs_space: gym.Space, act_space: gym.Space) -> None:
         super().__init__()
         self.policy = policy
+        self.record = obs_record(obs_space)
         _, dtype = storage_of(act_space, "action")
         self.dtype = _torch_dtype(dtype)
         self.clipped = isinstance(act_space, spaces.Box)
@@ -84,9 +102,11 @@ class DeterministicAction(nn.Module):
             self.register_buffer("low", torch.as_tensor(act_space.low, dtype=self.dtype))
             self.register_buffer("high", torch.as_tensor(act_space.high, dtype=self.dtype))
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Deterministic actions ``[B, *act_shape]`` of observations ``[B, *obs_shape]``."""
-        action = self.policy.act(obs, deterministic=True)[0].to(self.dtype)
+    def forward(self, *obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic actions ``[B, *act_shape]`` of observations ``[B, *obs_shape]``
+        (of each leaf's ``[B, *leaf_shape]``)."""
+        nested = obs[0] if self.record is None else self.record.nest(list(obs))
+        action = self.policy.act(nested, deterministic=True)[0].to(self.dtype)
         return torch.clamp(action, self.low, self.high) if self.clipped else action
 
 
@@ -134,6 +154,10 @@ def default_out(ckpt: Checkpoint, fmt: str) -> Path:
 def describe_space(space: gym.Space, role: str) -> dict[str, Any]:
     """A space as JSON: kind, stored shape and dtype, and what bounds its values (Box bounds
     that are infinite are ``null``)."""
+    record = obs_record(space) if role == "observation" else None
+    if record is not None:
+        return {"kind": type(space).__name__,
+                "leaves": {leaf.name: describe_space(leaf.space, role) for leaf in record.leaves}}
     shape, dtype = storage_of(space, role)
     info: dict[str, Any] = {"kind": type(space).__name__, "shape": list(shape),
                             "dtype": str(dtype)}
@@ -155,13 +179,21 @@ def _tensor_spec(name: str, space: gym.Space, role: str) -> dict[str, Any]:
     return {"name": name, "shape": [BATCH, *shape], "dtype": str(dtype)}
 
 
+def _input_specs(obs_space: gym.Space) -> list[dict[str, Any]]:
+    record = obs_record(obs_space)
+    if record is None:
+        return [_tensor_spec(INPUT_NAME, obs_space, "observation")]
+    return [_tensor_spec(name, leaf.space, "observation")
+            for name, leaf in zip(input_names(obs_space), record.leaves)]
+
+
 def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str, Any]:
     """The sidecar of ``loaded``'s policy exported to ``artifact``."""
     ckpt, plan = loaded.checkpoint, loaded.plan
     return {
         "format": fmt,
         "artifact": artifact.name,
-        "inputs": [_tensor_spec(INPUT_NAME, plan.obs_space, "observation")],
+        "inputs": _input_specs(plan.obs_space),
         "outputs": [_tensor_spec(OUTPUT_NAME, plan.act_space, "action")],
         "observation_space": describe_space(plan.obs_space, "observation"),
         "action_space": describe_space(plan.act_space, "action"),
@@ -199,6 +231,8 @@ def _tracing() -> Iterator[None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
+            # (one dynamic batch dimension shared by a Dict space's leaves: as meant)
+            warnings.filterwarnings("ignore", message="# The axis name")
             yield
     finally:
         Distribution.set_default_validate_args(validate)
@@ -206,19 +240,22 @@ def _tracing() -> Iterator[None]:
 
 
 def write_artifact(module: DeterministicAction, example: torch.Tensor, fmt: str,
-                   out: Path) -> None:
-    """Trace ``module`` on ``example`` (batch dimension dynamic) and write it to ``out``."""
-    dynamic = {INPUT_NAME: {0: torch.export.Dim(BATCH)}}
+                   out: Path, names: list[str]) -> None:
+    """Trace ``module`` on stored observations ``example`` (batch dimension dynamic) and
+    write it to ``out``, its inputs named ``names``."""
+    args = tuple(torch.from_numpy(x) for x in model_inputs(example.numpy(), module.record))
+    batch = torch.export.Dim(BATCH)
+    dynamic = ({0: batch} for _ in args)
     module.eval()
     try:
         with _tracing():
             if fmt == "onnx":
-                torch.onnx.export(module, (example,), out, dynamo=True, external_data=False,
-                                  dynamic_shapes=dynamic, input_names=[INPUT_NAME],
+                torch.onnx.export(module, args, out, dynamo=True, external_data=False,
+                                  dynamic_shapes=(tuple(dynamic),), input_names=names,
                                   output_names=[OUTPUT_NAME], verbose=False)
             else:
-                torch.export.save(torch.export.export(module, (example,),
-                                                      dynamic_shapes=dynamic), out)
+                torch.export.save(torch.export.export(module, args,
+                                                      dynamic_shapes=(tuple(dynamic),)), out)
     except OSError:  # the output cannot be written: not the policy's fault
         raise
     except Exception as e:  # the tracers raise from a wide hierarchy; the cause is what counts
@@ -236,8 +273,9 @@ def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
     check_format(fmt)
     artifact = Path(out) if out is not None else default_out(loaded.checkpoint, fmt)
     artifact.parent.mkdir(parents=True, exist_ok=True)
-    module = DeterministicAction(loaded.policy, loaded.plan.act_space)
-    write_artifact(module, sample_obs(loaded.plan.obs_space, EXAMPLE_ROWS), fmt, artifact)
+    module = DeterministicAction(loaded.policy, loaded.plan.obs_space, loaded.plan.act_space)
+    write_artifact(module, sample_obs(loaded.plan.obs_space, EXAMPLE_ROWS), fmt, artifact,
+                   input_names(loaded.plan.obs_space))
     metadata = sidecar_metadata(loaded, fmt, artifact)
     sidecar = artifact.with_name(artifact.name + ".json")
     write_atomically(sidecar, (json.dumps(metadata, indent=2) + "\n").encode())
@@ -247,27 +285,33 @@ def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
 Runner = Callable[[np.ndarray], np.ndarray]
 
 
-def torch_runner(module: nn.Module) -> Runner:
-    """Call a torch module on numpy observations, returning numpy actions."""
+def torch_runner(module: nn.Module, obs_space: gym.Space) -> Runner:
+    """Call a torch module on numpy observations as stored, returning numpy actions."""
+    record = obs_record(obs_space)
+
     def run(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return module(torch.from_numpy(obs)).numpy()
+            return module(*map(torch.from_numpy, model_inputs(obs, record))).numpy()
     return run
 
 
-def load_artifact(artifact: Path | str, fmt: str, threads: int | None = None) -> Runner:
-    """The exported policy as a function of numpy observations: an onnxruntime session
-    (``threads`` intra-op threads, default torch's count) or the ExportedProgram's module."""
+def load_artifact(artifact: Path | str, fmt: str, obs_space: gym.Space,
+                  threads: int | None = None) -> Runner:
+    """The exported policy as a function of numpy observations as stored: an onnxruntime
+    session (``threads`` intra-op threads, default torch's count) or the ExportedProgram's
+    module."""
     check_format(fmt)
     if fmt == "torch-export":
-        return torch_runner(torch.export.load(artifact).module())
+        return torch_runner(torch.export.load(artifact).module(), obs_space)
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads or torch.get_num_threads()
     session = onnxruntime.InferenceSession(str(artifact), options,
                                            providers=["CPUExecutionProvider"])
-    return lambda obs: session.run([OUTPUT_NAME], {INPUT_NAME: obs})[0]
+    record, names = obs_record(obs_space), input_names(obs_space)
+    return lambda obs: session.run([OUTPUT_NAME],
+                                   dict(zip(names, model_inputs(obs, record))))[0]
 
 
 def median_latency_s(run: Runner, obs: np.ndarray, calls: int) -> float:
@@ -346,13 +390,14 @@ def main(argv: list[str] | None = None) -> int:
         check_format(ns.format)  # before the slow part: loading and tracing
         loaded = load_policy(ns.path)
         done = export_policy(loaded, ns.format, ns.out)
-        exported = load_artifact(done.artifact, ns.format, ns.threads)
+        exported = load_artifact(done.artifact, ns.format, loaded.plan.obs_space, ns.threads)
     except (*INPUT_ERRORS, ExportError, OSError) as e:
         print(f"fastrl.export: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {done.artifact} ({ns.format}, {os.path.getsize(done.artifact):,} bytes) "
           f"and {done.sidecar.name}")
-    agree, rows = compare(exported, torch_runner(done.module), loaded.plan.obs_space,
+    agree, rows = compare(exported, torch_runner(done.module, loaded.plan.obs_space),
+                          loaded.plan.obs_space,
                           ns.repeats)
     n = max(LATENCY_BATCHES)
     print(f"actions equal to the eager policy's on {agree}/{n} sampled observations")

@@ -22,6 +22,7 @@ from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, RunConfig, polyak, set_lr
 from fastrl.core.settings import setting
 from fastrl.models.families import Q_NETWORK
+from fastrl.models.masks import uniform_legal
 from fastrl.models.qnet import QNetwork
 
 
@@ -115,8 +116,10 @@ class EpsilonGreedy:
         action, log_prob, value = (x.numpy() for x in self.q.act(torch.from_numpy(obs)))
         explore = self.rng.random(len(action)) < self.epsilon
         if explore.any():
-            action[explore] = self.space.start + self.rng.integers(self.space.n,
-                                                                   size=int(explore.sum()))
+            mask = self.q.legal_actions
+            action[explore] = self.space.start + (
+                self.rng.integers(self.space.n, size=int(explore.sum())) if mask is None
+                else uniform_legal(mask.numpy(obs[explore]), self.rng))
         return action, log_prob, value
 
 

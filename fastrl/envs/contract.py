@@ -26,7 +26,7 @@ from gymnasium.utils.env_checker import data_equivalence
 from fastrl.envs.errors import EnvContractError, contract_violation, record_violation
 from fastrl.envs.source import EnvSource
 from fastrl.memory.layout import storage_of
-from fastrl.memory.records import obs_record
+from fastrl.memory.records import MASK_KEY, obs_record
 
 
 def check_env(source: EnvSource, seed: int, steps: int = 64) -> None:
@@ -81,11 +81,23 @@ def _check_gym_env(source: EnvSource, seed: int, steps: int) -> None:
             again = _checked_reset(env_id, where, fresh.reset(seed=seed), check_obs)
             _same_first_obs(env_id, where, first, again)
         sample = _seeded_sampler(env.action_space, seed)
+        obs = first
         for t in range(steps):
-            if _checked_step(env_id, f"step() (check step {t + 1})", env.step(sample()),
-                             check_obs):
-                _checked_reset(env_id, "reset() after an episode ended", env.reset(),
-                               check_obs)
+            result = env.step(sample(**_legal(obs)))
+            obs = result[0] if isinstance(result, tuple) and result else None
+            if _checked_step(env_id, f"step() (check step {t + 1})", result, check_obs):
+                obs = _checked_reset(env_id, "reset() after an episode ended", env.reset(),
+                                     check_obs)
+
+
+def _legal(obs: Any) -> dict[str, Any]:
+    """``space.sample``'s arguments for a legal action: the observation's action mask (as
+    int8 flags), if it has one."""
+    if isinstance(obs, dict) and MASK_KEY in obs:
+        mask = np.asarray(obs[MASK_KEY]) != 0
+        if mask.any():
+            return {"mask": mask.astype(np.int8)}
+    return {}
 
 
 def _obs_checker(env_id: str, space: spaces.Space) -> Callable[[str, Any], None]:

@@ -29,6 +29,7 @@ from fastrl.envs.errors import (
     contract_violation,
     record_violation,
 )
+from fastrl.envs.masks import with_action_masks
 from fastrl.envs.mujoco import is_mujoco, prepare_mujoco
 from fastrl.memory.layout import storage_of
 from fastrl.memory.records import obs_record
@@ -164,7 +165,7 @@ class EnvSource:
     def make_one(self) -> gym.Env:
         """One Gymnasium-API env (not for batched simulators)."""
         if self.env_fn is None:
-            return make_env(self.env_id, self.kwargs, self.atari)
+            return with_action_masks(make_env(self.env_id, self.kwargs, self.atari))
         try:
             env = self._factory()(**self.kwargs)
         except TypeError as e:
@@ -172,7 +173,7 @@ class EnvSource:
         if not isinstance(env, gym.Env):
             raise EnvContractError(f"env {self.env_id!r}: its factory {self.env_fn!r} returned "
                                    f"a {type(env).__name__}; expected a gymnasium.Env")
-        return env
+        return with_action_masks(env)
 
     def make(self, seeds: list[int]) -> BatchedEnv:
         """One env per seed behind the :class:`~fastrl.envs.batched.BatchedEnv` interface."""

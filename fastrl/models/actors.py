@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from fastrl.models.masks import ActionMask, action_mask, uniform_legal
+
 Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
@@ -83,3 +85,28 @@ class RandomActor:
     def actions_into(self, out: np.ndarray) -> None:
         """Write the next ``len(out)`` steps of actions into ``out`` ``[T, n, *action]``."""
         out[...] = self._take(len(out))
+
+
+class LegalRandomActor:
+    """Uniform random actions among the legal ones of each step's observations (a Dict
+    space with an ``action_mask``, fastrl.models.masks); log_prob and value are zeros. It
+    reads observations, so a collector steps it step by step."""
+
+    def __init__(self, space: spaces.Discrete, mask: ActionMask, seed: int) -> None:
+        self.start, self.mask = int(space.start), mask
+        self._rng = np.random.default_rng(seed)
+
+    def __call__(self, obs: np.ndarray):
+        """Random legal actions for observations ``[n, *obs]``, zero log-probs and values."""
+        zeros = np.zeros(len(obs), np.float32)
+        return self.start + uniform_legal(self.mask.numpy(obs), self._rng), zeros, zeros
+
+
+def random_actor(obs_space: spaces.Space, act_space: spaces.Space, num_envs: int,
+                 seed: int) -> RandomActor | LegalRandomActor:
+    """Uniform random actions for ``num_envs`` envs: among the legal ones where the
+    observations carry an action mask."""
+    mask = action_mask(obs_space, act_space)
+    if mask is None:
+        return RandomActor(act_space, num_envs, seed)
+    return LegalRandomActor(act_space, mask, seed)

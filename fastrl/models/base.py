@@ -85,6 +85,7 @@ from fastrl.envs.source import load_factory
 from fastrl.memory.layout import storage_of
 from fastrl.memory.records import obs_record
 from fastrl.models.encoders import obs_features, unpack_tensors
+from fastrl.models.masks import action_mask
 from fastrl.models.policy import PolicyHead
 
 PROBE_BATCH = 7  # rows of the batch the contract calls run on
@@ -183,6 +184,7 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
                  algo_config: Any) -> None:
         super().__init__(obs_space, act_space, algo_config)
         self.body = module
+        self.legal_actions = action_mask(obs_space, act_space)
         self.continuous = isinstance(act_space, spaces.Box)
         self._act_start = 0 if self.continuous else int(act_space.start)
         if self.continuous:
@@ -190,7 +192,7 @@ class ModuleActorCritic(PolicyHead, BasePolicy):
 
     def _head_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         head, value = self.body(self.obs_features(obs))
-        return head, value.reshape(head.shape[:-1])  # [B, 1] or [B] -> [B]
+        return self._masked(head, obs), value.reshape(head.shape[:-1])  # [B, 1], [B] -> [B]
 
     def act(self, obs: torch.Tensor, deterministic: bool = False):
         """``(action, log_prob, value)``; ``deterministic`` takes the mode."""

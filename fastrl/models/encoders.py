@@ -135,6 +135,7 @@ class RecordEncoder(nn.Module):
         super().__init__()
         self._record = record
         self.leaves = record.feature_leaves
+        self._indices = [record.leaves.index(leaf) for leaf in self.leaves]
         if not self.leaves:
             raise UnsupportedObservations(
                 f"the observation space {record.space} holds only the action mask; a policy "
@@ -148,8 +149,8 @@ class RecordEncoder(nn.Module):
         user policy's observations, fastrl.models.base)."""
         if isinstance(obs, torch.Tensor):
             return [leaf_tensor(obs, leaf) for leaf in self.leaves]
-        values = dict(zip(self._record.leaves, self._record.leaf_values(obs)))
-        return [values[leaf] for leaf in self.leaves]
+        values = self._record.leaf_values(obs)
+        return [values[i] for i in self._indices]
 
     def forward(self, obs) -> torch.Tensor:
         return torch.cat([encode(x) for x, encode in zip(self._leaf_tensors(obs),

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from fastrl.models.actors import Actor
-from fastrl.models.encoders import ObsFeatures, RunningNorm
+from fastrl.models.encoders import ObsFeatures, RecordEncoder, RunningNorm
 from fastrl.models.policy import LOG_SQRT_2PI, ActorCritic
 
 TINY = np.finfo(np.float64).tiny
@@ -84,10 +84,12 @@ class NumpyActorCritic:
     valid until its next call)."""
 
     def __init__(self, policy: ActorCritic) -> None:
-        features: ObsFeatures = policy._features
-        self._norm = None if features.norm is None else \
-            (_view(features.norm.mean), _view(features.norm.var))
+        features = policy._features
+        norm = getattr(features, "norm", None)  # (a record's leaves are not standardised)
+        self._norm = None if norm is None else (_view(norm.mean), _view(norm.var))
         self._size = features.size
+        self._record_leaves = features.leaves if isinstance(features, RecordEncoder) else None
+        self._mask = policy.legal_actions
         self.actor, self.critic = NumpyMLP(policy.actor), NumpyMLP(policy.critic)
         self.continuous = policy.continuous
         self._act_start, self._act_shape = policy._act_start, policy.act_shape
@@ -97,13 +99,22 @@ class NumpyActorCritic:
     @staticmethod
     def supports(policy: nn.Module) -> bool:
         """True for fastrl's own :class:`ActorCritic` (not a subclass) over flat
-        observation features with MLP heads; anything else acts through torch."""
-        return type(policy) is ActorCritic and type(policy._features) is ObsFeatures \
-            and not policy._features._one_hot \
-            and NumpyMLP.supports(policy.actor) and NumpyMLP.supports(policy.critic)
+        observation features with MLP heads: Box or multi-valued observations, or records of
+        such leaves, unstandardised (an action mask is fine); anything else acts through
+        torch."""
+        if type(policy) is not ActorCritic or not (
+                NumpyMLP.supports(policy.actor) and NumpyMLP.supports(policy.critic)):
+            return False
+        features = policy._features
+        if type(features) is RecordEncoder:
+            return all(type(e) is ObsFeatures and not e._one_hot and e.norm is None
+                       for e in features.encoders)
+        return type(features) is ObsFeatures and not features._one_hot
 
     def _features(self, obs: np.ndarray) -> np.ndarray:
         """Observations ``[n, *obs]`` as float32 features ``[size, n]``, C order."""
+        if self._record_leaves is not None:
+            return self._record_features(obs)
         x = obs.reshape(len(obs), self._size)
         if self._norm is not None:  # as RunningNorm.forward
             mean, var = self._norm
@@ -111,10 +122,23 @@ class NumpyActorCritic:
             np.clip(x, -NORM_CLIP, NORM_CLIP, out=x)
         return np.ascontiguousarray(x.T, np.float32)
 
+    def _record_features(self, obs: np.ndarray) -> np.ndarray:
+        """Records ``[n, nbytes]``: their feature leaves as float32 ``[size, n]``."""
+        x = np.empty((self._size, len(obs)), np.float32)
+        row = 0
+        for leaf in self._record_leaves:
+            size = int(np.prod(leaf.shape, dtype=np.int64))
+            raw = obs[:, leaf.offset:leaf.offset + leaf.nbytes].view(leaf.dtype)
+            x[row:row + size] = raw.reshape(len(obs), size).T
+            row += size
+        return x
+
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(action, log_prob, value)`` sampled for observations ``[n, *obs]``."""
         x = self._features(obs)
         head = self.actor(x)  # [classes or action size, n]
+        if self._mask is not None:  # as fastrl.models.masks.mask_logits
+            head[~self._mask.numpy(obs).T] = -np.inf
         if self.continuous:
             noise = np.random.standard_normal(head.shape).astype(np.float32)
             action = noise * np.exp(self._log_std)

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from torch import nn
 
 from fastrl.models.encoders import make_encoder, orthogonal_init
+from fastrl.models.masks import ActionMask, action_mask, mask_logits
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -52,6 +53,12 @@ class PolicyHead:
     continuous: bool
     act_shape: tuple[int, ...]
     _act_start: int
+    legal_actions: ActionMask | None = None  # the action mask (fastrl.models.masks)
+
+    def _masked(self, head: torch.Tensor, obs) -> torch.Tensor:
+        """The head's logits with -inf for the actions the observations' mask forbids."""
+        legal = self.legal_actions
+        return head if legal is None else mask_logits(head, legal(obs))
 
     def _log_prob_entropy(self, head: torch.Tensor, flat_action: torch.Tensor):
         """``(log_prob, entropy)`` of flat actions under the head's distribution (the
@@ -116,6 +123,7 @@ class ActorCritic(PolicyHead, nn.Module):
                 f"the PPO policy acts in Discrete or Box action spaces, not {act_space}"
             )
         self.act_shape = tuple(act_space.shape or ())
+        self.legal_actions = action_mask(obs_space, act_space)
         self.actor = mlp(n_obs, hidden, n_out, 0.01)
         self.critic = mlp(n_obs, hidden, 1, 1.0)
 
@@ -130,13 +138,14 @@ class ActorCritic(PolicyHead, nn.Module):
         ``deterministic`` takes the mode (argmax / mean) for evaluation.
         """
         x = self._features(obs)
-        action, log_prob = self._choose(self.actor(x), deterministic)
+        action, log_prob = self._choose(self._masked(self.actor(x), obs), deterministic)
         return action, log_prob, self.critic(x).squeeze(-1)
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor):
         """``(log_prob, entropy, value)`` of stored actions under the current weights."""
         x = self._features(obs)
-        log_prob, entropy = self._log_prob_entropy(self.actor(x), self._flat_action(action))
+        log_prob, entropy = self._log_prob_entropy(self._masked(self.actor(x), obs),
+                                                   self._flat_action(action))
         return log_prob, entropy, self.critic(x).squeeze(-1)
 
 

@@ -7,6 +7,7 @@ from gymnasium import spaces
 from torch import nn
 
 from fastrl.models.encoders import make_encoder, obs_features
+from fastrl.models.masks import action_mask, mask_logits
 from fastrl.models.policy import UnsupportedActionSpace, mlp
 
 
@@ -30,6 +31,7 @@ class QNetwork(nn.Module):
         self._features = obs_features(obs_space) if body is not None else \
             make_encoder(obs_space, encoder)
         self._act_start = int(act_space.start)
+        self.legal_actions = action_mask(obs_space, act_space)
         self.num_actions = int(act_space.n)
         self.dueling = dueling
         n_out = self.num_actions + (1 if dueling else 0)
@@ -38,12 +40,15 @@ class QNetwork(nn.Module):
             mlp(self._features.size, hidden, n_out, 1.0, nn.ReLU)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values ``[..., num_actions]`` of a batch of observations."""
+        """Q-values ``[..., num_actions]`` of a batch of observations; -inf for actions
+        their action mask forbids, so that neither the greedy action nor a target's max
+        takes one (fastrl.models.masks)."""
         out = self.net(self._features(obs))
-        if not self.dueling:
-            return out
-        value, adv = out[..., :1], out[..., 1:]
-        return value + adv - adv.mean(-1, keepdim=True)
+        if self.dueling:
+            value, adv = out[..., :1], out[..., 1:]
+            out = value + adv - adv.mean(-1, keepdim=True)
+        legal = self.legal_actions
+        return out if legal is None else mask_logits(out, legal(obs))
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True):

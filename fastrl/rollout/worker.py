@@ -44,7 +44,7 @@ from fastrl.memory.ring import (
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.actors import RandomActor
+from fastrl.models.actors import random_actor
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.resume import load_parked, park_blob
@@ -170,7 +170,7 @@ class RolloutWorker:
         self.policy = plan.policy()
         self.params = np.empty(plan.num_params, np.float32)
         self.algorithm = cfg.algo.algorithm
-        self.explore = RandomActor(plan.act_space, n, sampling_seed)
+        self.explore = random_actor(plan.obs_space, plan.act_space, n, sampling_seed)
         # (an actor that draws its own random numbers takes another stream than explore's)
         self.act = self.explore if cfg.algo.random_actions else \
             self.algorithm.make_actor(self.policy, plan.act_space, sampling_seed + 1,

@@ -92,8 +92,8 @@ def eager_actions(run_dir, obs: np.ndarray) -> np.ndarray:
 def assert_acts_like_the_checkpoint(artifact, fmt: str, run_dir) -> None:
     """The exported artifact's actions equal the checkpoint's eager deterministic ones,
     for batches of 1 and 64."""
-    run = load_artifact(artifact, fmt)
     obs_space = load_policy(run_dir).plan.obs_space
+    run = load_artifact(artifact, fmt, obs_space)
     for n in (1, 64):  # the batch dimension is dynamic
         obs = sampled(obs_space, n, seed=n)
         got, want = run(obs), eager_actions(run_dir, obs)
@@ -152,8 +152,9 @@ def test_discrete_start_and_box_bounds_are_baked_in(fmt, tmp_path):
         policy = ActorCritic(obs_space, act_space, [16])
         torch.nn.init.normal_(policy.actor[-1].weight, std=10.0)
         out = tmp_path / name
-        write_artifact(DeterministicAction(policy, act_space), torch.from_numpy(obs), fmt, out)
-        got = load_artifact(out, fmt)(obs)
+        write_artifact(DeterministicAction(policy, obs_space, act_space),
+                       torch.from_numpy(obs), fmt, out, ["obs"])
+        got = load_artifact(out, fmt, obs_space)(obs)
         want = policy.act(torch.from_numpy(obs), True)[0].numpy()
         if name == "discrete":
             np.testing.assert_array_equal(got, want)
@@ -216,8 +217,8 @@ class DataDependentPolicy(torch.nn.Module):
 
 def test_an_untraceable_policy_is_refused_in_one_line(tmp_path):
     space = spaces.Box(-1.0, 1.0, (1,), np.float32)
-    module = DeterministicAction(DataDependentPolicy(), space)
+    module = DeterministicAction(DataDependentPolicy(), space, space)
     with pytest.raises(ExportError, match=r"^DataDependentPolicy\.act\(obs, deterministic="
                                           r"True\) cannot be exported to torch-export: ") as e:
-        write_artifact(module, torch.zeros(8, 1), "torch-export", tmp_path / "p.pt2")
+        write_artifact(module, torch.zeros(8, 1), "torch-export", tmp_path / "p.pt2", ["obs"])
     assert "\n" not in str(e.value)
