@@ -184,12 +184,74 @@ class CountSim:
         """Nothing to free."""
 
 
+class PickLegal(gym.Env):
+    """Dict observations with an action mask: ``observation`` one-hot marks the rewarded
+    action among ``n``, ``action_mask`` a random set of legal ones that includes it, and
+    ``cue`` a Discrete copy of it beside an ``aux`` Tuple leaf. An illegal action raises
+    (a worker then exits with the env named). ``mask_method`` hands the mask over by
+    sb3-contrib's ``action_masks()`` instead, with Box observations."""
+
+    metadata: dict = {"render_modes": []}
+
+    def __init__(self, n: int = 6, episode: int = 10, mask_method: bool = False):
+        self.n, self.episode, self.mask_method = n, episode, mask_method
+        box = gym.spaces.Box(0, 1, (n,), np.float32)
+        self.observation_space = box if mask_method else gym.spaces.Dict({
+            "observation": box, "action_mask": gym.spaces.Box(0, 1, (n,), np.int8),
+            "cue": gym.spaces.Discrete(n),
+            "aux": gym.spaces.Tuple((gym.spaces.MultiBinary(3),
+                                     gym.spaces.Box(-1, 1, (2,), np.float64)))})
+        self.action_space = gym.spaces.Discrete(n)
+
+    def _obs(self):
+        self.mask = (self.np_random.random(self.n) < 0.4).astype(np.int8)
+        self.target = int(self.np_random.integers(self.n))
+        self.mask[self.target] = 1
+        onehot = np.zeros(self.n, np.float32)
+        onehot[self.target] = 1
+        if self.mask_method:
+            return onehot
+        return {"observation": onehot, "action_mask": self.mask, "cue": self.target,
+                "aux": (np.zeros(3, np.int8), np.zeros(2))}
+
+    def action_masks(self) -> np.ndarray:
+        return self.mask.astype(bool)  # (with the key too, the key is what counts)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        if not self.mask[action]:
+            raise RuntimeError(f"illegal action {action} under the mask {self.mask}")
+        reward = float(action == self.target)
+        self.t += 1
+        return self._obs(), reward, False, self.t >= self.episode, {}
+
+
+class DictPendulum(gym.ObservationWrapper):
+    """Pendulum-v1 with its observation split into a Dict of a Box and a Tuple leaf."""
+
+    def __init__(self):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.observation_space = gym.spaces.Dict({
+            "cos_sin": gym.spaces.Box(-1, 1, (2,), np.float32),
+            "velocity": gym.spaces.Tuple((gym.spaces.Box(-8, 8, (1,), np.float32),))})
+
+    def observation(self, observation):
+        return {"cos_sin": observation[:2], "velocity": (observation[2:],)}
+
+
 gym.register("Count-v0", entry_point=CountEnv)
 gym.register("Faulty-v0", entry_point=CountEnv, kwargs={"fail_at_step": 300})
 gym.register("Hang-v0", entry_point=CountEnv, kwargs={"hang_at_step": 300})
 gym.register("WrongShape-v0", entry_point=WrongShapeEnv)
 gym.register("LateNaNReward-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "nan_reward", "after": 100})
+gym.register("PickLegal-v0", entry_point=PickLegal)
+gym.register("DictPendulum-v0", entry_point=DictPendulum)
+gym.register("PickLegalMethod-v0", entry_point=PickLegal, kwargs={"mask_method": True})
 gym.register("LateWrongShape-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "obs_shape", "after": 100})
 

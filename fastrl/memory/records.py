@@ -35,7 +35,7 @@ def leaf_storage(space: spaces.Space) -> tuple[tuple[int, ...], np.dtype]:
     if isinstance(space, spaces.MultiDiscrete):
         return tuple(space.nvec.shape), np.dtype(np.int64)
     if isinstance(space, spaces.MultiBinary):
-        return tuple(np.atleast_1d(space.n)), np.dtype(np.int8)
+        return tuple(int(d) for d in np.atleast_1d(space.n)), np.dtype(np.int8)
     raise UnsupportedSpace(f"no storage for {space}")
 
 

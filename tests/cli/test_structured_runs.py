@@ -1,0 +1,80 @@
+"""Dict observations with an action mask, end to end through ``python -m fastrl.train``:
+every algorithm trains on them, on the local, serial and Ray runtimes, without a masked
+action ever reaching the env (PickLegal raises on one, and the run then fails), evaluates
+them, and exports them with one named input per leaf."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import QUICK, QUICK_DQN, last_json, train_main
+
+from fastrl.eval.policy import load_policy
+from fastrl.export import export_policy, load_artifact, torch_runner
+from fastrl.memory.records import ObsRecord
+from fastrl.models.base import sample_obs
+
+PICK = ["env.id=scripted_envs:PickLegal-v0", *QUICK, "algo.total_steps=4096",
+        "log.run_name=run"]
+RUNS = {
+    "ppo": [],
+    "a2c": ["algo.name=a2c"],
+    "appo": ["algo.name=appo"],
+    "dqn": [*QUICK_DQN],
+    "ppo-torch-actor": ["infra.worker_inference=torch"],
+    "ppo-serial": ["infra.runtime=serial"],
+}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_masked_dict_observations_train_without_an_illegal_action(run, tmp_path,
+                                                                   no_shm_residue):
+    # (a2c takes one step a batch: no epochs or minibatches to set)
+    args = [a for a in PICK if run != "a2c" or not a.startswith(("algo.num_minibatches",
+                                                                  "algo.update_epochs"))]
+    proc = train_main([*args, *RUNS[run]], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = last_json(proc.stdout)
+    assert result["global_step"] >= 4096
+    # 10-step episodes, 1 reward a step at most: learning shows within these few steps
+    assert result["eval"]["return_mean"] > 2.0, result["eval"]
+
+
+@pytest.mark.timeout(300)
+def test_masked_dict_observations_on_the_ray_runtime(tmp_path, no_shm_residue):
+    proc = train_main([*PICK, "infra.runtime=ray"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert last_json(proc.stdout)["global_step"] >= 4096
+
+
+@pytest.mark.timeout(240)
+def test_sac_trains_on_a_dict_of_vector_leaves(tmp_path, no_shm_residue):
+    proc = train_main(["env.id=scripted_envs:DictPendulum-v0", "algo.name=sac", *QUICK,
+                       "algo.total_steps=1024", "algo.replay.learning_starts=512",
+                       "algo.replay.batch_size=32", "log.run_name=run"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert last_json(proc.stdout)["global_step"] >= 1024
+
+
+@pytest.mark.timeout(240)
+def test_export_takes_one_named_input_per_leaf(tmp_path, no_shm_residue):
+    assert train_main(PICK, tmp_path).returncode == 0
+    loaded = load_policy(tmp_path / "run")
+    done = export_policy(loaded, "onnx", tmp_path / "pick.onnx")
+    inputs = {i["name"]: (i["shape"], i["dtype"]) for i in done.metadata["inputs"]}
+    assert inputs == {"obs.action_mask": (["batch", 6], "int8"),
+                      "obs.aux.0": (["batch", 3], "int8"),
+                      "obs.aux.1": (["batch", 2], "float64"),
+                      "obs.cue": (["batch"], "int64"),
+                      "obs.observation": (["batch", 6], "float32")}
+    assert json.loads(done.sidecar.read_text())["observation_space"]["kind"] == "Dict"
+    obs = sample_obs(loaded.plan.obs_space, 64).numpy()
+    exported = load_artifact(done.artifact, "onnx", loaded.plan.obs_space)(obs)
+    np.testing.assert_array_equal(exported, torch_runner(done.module,
+                                                         loaded.plan.obs_space)(obs))
+    legal = ObsRecord(loaded.plan.obs_space).views(obs)["action_mask"] != 0
+    legal[~legal.any(1)] = True  # (no legal action: every one is)
+    assert legal[np.arange(64), exported].all()  # the artifact honours the mask
