@@ -57,11 +57,13 @@ class AlgoSettings:
     encoder: str = setting("auto", "observation encoder of the built-in networks: flat "
                            "(flattened / one-hot), nature (the Nature-DQN CNN over uint8 "
                            "images), impala (IMPALA's residual CNN), auto (nature for uint8 "
-                           "images, else flat)",
+                           "images, else flat); for Dict and Tuple observations, per leaf "
+                           "(the CNN for image leaves, flat for the others), features joined",
                            choices=ENCODERS)
     normalize_obs: bool = setting(False, "standardise vector observations by running "
                                   "statistics the learner updates from its batches (the "
-                                  "actor-critic algorithms' built-in network)")
+                                  "actor-critic algorithms' built-in network; a Dict's or "
+                                  "Tuple's Box leaves each by their own)")
     normalize_reward: bool = setting(False, "scale the rewards trained on by the running std "
                                      "of discounted returns (SB3 VecNormalize's; the "
                                      "actor-critic algorithms; logged returns stay the env's)")

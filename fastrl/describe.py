@@ -157,7 +157,14 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
     return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
             "observation_space": _space_text(plan.obs_space),
             "observation_leaves": _leaves(plan.obs_space),
+            "action_mask": _mask_key(plan.obs_space),
             "action_space": _space_text(plan.act_space)}
+
+
+def _mask_key(space: Any) -> str | None:
+    """The observation key of the action mask, if the observations carry one."""
+    record = obs_record(space)
+    return record.mask.name if record is not None and record.mask is not None else None
 
 
 def _leaves(space: Any) -> list[dict[str, Any]] | None:
@@ -390,6 +397,9 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
         f"observations {report['env']['observation_space']}, actions "
         f"{report['env']['action_space']}",
         *_leaf_lines(report["env"]["observation_leaves"]),
+        *([f"action mask: the observations' {report['env']['action_mask']!r}; only legal "
+           "actions are taken, and the loss ranges over them"]
+          if report["env"]["action_mask"] else []),
         f"actions: {r['actions']}, {r['policy']} on a local copy of the weights",
         f"{r['rollout_len']:,} steps per env per slot: {r['transitions_per_slot']:,} "
         "transitions a slot",

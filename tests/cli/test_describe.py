@@ -271,3 +271,18 @@ def test_final_observations_are_kept_per_env_only_where_episodes_can_be_cut():
     assert report["buffer"]["final_obs"] == \
         {"rows_per_env": 16, "max_episode_steps": None, "rings_bytes_saved": 0}
     assert "16 per env a slot, one per step" in one_line(report)
+
+
+def test_a_dict_observation_s_leaves_and_mask_are_shown():
+    report, plan = report_of(["env.id=scripted_envs:PickLegal-v0", *TINY])
+    leaves = {x["name"]: x for x in report["env"]["observation_leaves"]}
+    assert set(leaves) == {"action_mask", "aux.0", "aux.1", "cue", "observation"}
+    assert leaves["aux.1"]["bytes"] == 16 and leaves["observation"]["dtype"] == "float32"
+    assert report["env"]["action_mask"] == "action_mask"
+    text = one_line(report)
+    assert f"stored as one {plan.layout.fields[0].shape[-1]} B record a step of 5 leaves" \
+        in text
+    assert "observation float32(6,) 24 B" in text
+    assert "action mask: the observations' 'action_mask'; only legal actions" in text
+    plain = describe(plan_run(load_config(None, TINY)))
+    assert plain["env"]["observation_leaves"] is None and plain["env"]["action_mask"] is None
