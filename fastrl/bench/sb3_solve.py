@@ -2,7 +2,8 @@
 peer of the bench's ``solve`` scenario (fastrl.bench.solve), in a process of its own.
 
 Every hyper-parameter comes from the RL Baselines3 Zoo (DLR-RM/rl-baselines3-zoo,
-``hyperparams/<algo>.yml``, the entry of the env); the zoo's ``lin_X`` schedules are linear
+``hyperparams/<algo>.yml``, the entry of the env), or where the zoo has none from the
+algorithm's own documentation (sb3-contrib's MaskablePPO example); the zoo's ``lin_X`` schedules are linear
 from X to 0 over its ``n_timesteps``, which is also what SB3 is asked to train for. Each
 training episode that ends is appended to ``--out`` as fastrl writes its own
 ``episodes.csv`` (step, return, length, time), so that one criterion judges both.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import signal
 import sys
 import time
@@ -38,6 +40,7 @@ class ZooEntry:
     normalize: bool = False  # the zoo's ``normalize: true``: VecNormalize (obs and reward)
     atari: bool = False  # the zoo's ``atari`` entry: AtariWrapper, 4 frames stacked, CnnPolicy
     net: Callable[[], dict[str, Any]] | None = None  # policy_kwargs that need torch
+    package: str = "stable_baselines3"  # where the algorithm class lives (or sb3_contrib)
 
 
 def _mujoco_ppo_net() -> dict[str, Any]:
@@ -72,6 +75,10 @@ ZOO: dict[str, ZooEntry] = {
     # hyperparams/sac.yml, HalfCheetah-v3 (&mujoco-defaults; the rest: SB3's SAC defaults)
     "halfcheetah-sac": ZooEntry("SAC", "HalfCheetah-v5", 1, 1_000_000,
                                 dict(learning_starts=10_000)),
+    # sb3-contrib's MaskablePPO documentation example (InvalidActionEnvDiscrete(dim=80,
+    # n_invalid_actions=60), gamma=0.4; the rest: SB3's PPO defaults), on its seeded twin
+    "identity-masked-ppo": ZooEntry("MaskablePPO", "fastrl.envs.identity:MaskedIdentity-v0",
+                                    1, 300_000, dict(gamma=0.4), package="sb3_contrib"),
     # hyperparams/ppo.yml, atari (the ALE/ id with frameskip=1: AtariWrapper skips frames)
     "breakout-ppo": ZooEntry("PPO", "ALE/Breakout-v5", 8, 10_000_000, dict(
         n_steps=128, n_epochs=4, batch_size=256, learning_rate=_linear(2.5e-4),
@@ -127,7 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     # (`&`, nohup) made its children ignore SIGINT, and SB3 would run on until killed
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
 
     entry = ZOO[args.task]
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if entry.net:
         kwargs["policy_kwargs"] = entry.net()
     policy = "CnnPolicy" if entry.atari else "MlpPolicy"
-    algo_cls = getattr(stable_baselines3, entry.algo)
+    algo_cls = getattr(importlib.import_module(entry.package), entry.algo)
     try:
         model = algo_cls(policy, env, seed=args.seed, device="cpu", verbose=0, **kwargs)
         model.learn(total_timesteps=entry.n_timesteps, callback=LogEpisodes())

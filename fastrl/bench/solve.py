@@ -78,6 +78,9 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     Task("halfcheetah-sac", "mujoco_sac.yaml", 2500.0, (
         Peer("SB3 SAC", ("--task", "halfcheetah-sac")),
     ), max_steps=150_000, max_seconds=3600.0, overrides=("env.id=HalfCheetah-v5",)),
+    Task("identity-masked-ppo", "masked_ppo.yaml", 90.0, (
+        Peer("sb3-contrib MaskablePPO", ("--task", "identity-masked-ppo")),
+    ), max_steps=300_000, max_seconds=900.0),
     Task("breakout-ppo", "atari_ppo.yaml", 5.0, (
         Peer("SB3 PPO DummyVecEnv", ("--task", "breakout-ppo", "--vec", "dummy")),
         Peer("SB3 PPO SubprocVecEnv", ("--task", "breakout-ppo", "--vec", "subproc")),
