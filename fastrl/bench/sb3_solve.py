@@ -3,10 +3,10 @@ peer of the bench's ``solve`` scenario (fastrl.bench.solve), in a process of its
 
 Every hyper-parameter comes from the RL Baselines3 Zoo (DLR-RM/rl-baselines3-zoo,
 ``hyperparams/<algo>.yml``, the entry of the env), or where the zoo has none from the
-algorithm's own documentation (sb3-contrib's MaskablePPO example); the zoo's ``lin_X`` schedules are linear
-from X to 0 over its ``n_timesteps``, which is also what SB3 is asked to train for. Each
-training episode that ends is appended to ``--out`` as fastrl writes its own
-``episodes.csv`` (step, return, length, time), so that one criterion judges both.
+algorithm's own documentation (sb3-contrib's MaskablePPO example); the zoo's ``lin_X``
+schedules are linear from X to 0 over its ``n_timesteps``, which is also what SB3 is asked
+to train for. Each training episode that ends is appended to ``--out`` as fastrl writes its
+own ``episodes.csv`` (step, return, length, time), so that one criterion judges both.
 """
 
 from __future__ import annotations
