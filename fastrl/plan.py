@@ -23,6 +23,7 @@ from fastrl.memory.ring import Ring
 from fastrl.memory.segments import check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
+from fastrl.models.masks import action_mask
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 MAX_BANKS = 64  # weights kept for deterministic asynchrony, at most
@@ -209,6 +210,7 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     infra = cfg.infra
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
                                max_episode_steps)
+    action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
     num_params = sum(p.numel() for p in
                      make_policy(cfg.algo, obs_space, act_space, policy).parameters())

@@ -243,6 +243,18 @@ class DictPendulum(gym.ObservationWrapper):
         return {"cos_sin": observation[:2], "velocity": (observation[2:],)}
 
 
+class BoxMasked(DictPendulum):
+    """DictPendulum with an ``action_mask`` key, which Box actions cannot use."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({**self.observation_space.spaces,
+                                                  "action_mask": gym.spaces.MultiBinary(2)})
+
+    def observation(self, observation):
+        return {**super().observation(observation), "action_mask": np.ones(2, np.int8)}
+
+
 gym.register("Count-v0", entry_point=CountEnv)
 gym.register("Faulty-v0", entry_point=CountEnv, kwargs={"fail_at_step": 300})
 gym.register("Hang-v0", entry_point=CountEnv, kwargs={"hang_at_step": 300})
@@ -251,6 +263,7 @@ gym.register("LateNaNReward-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "nan_reward", "after": 100})
 gym.register("PickLegal-v0", entry_point=PickLegal)
 gym.register("DictPendulum-v0", entry_point=DictPendulum)
+gym.register("BoxMasked-v0", entry_point=BoxMasked)
 gym.register("PickLegalMethod-v0", entry_point=PickLegal, kwargs={"mask_method": True})
 gym.register("LateWrongShape-v0", entry_point=BreaksContractEnv,
              kwargs={"breaks": "obs_shape", "after": 100})

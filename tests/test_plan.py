@@ -31,3 +31,13 @@ def test_shipped_off_policy_configs_plan_the_right_networks(name, policy):
     assert isinstance(plan.policy(), policy)
     assert plan.num_params == sum(p.numel() for p in plan.policy().parameters())
 
+
+
+def test_a_mask_of_actions_it_cannot_mask_is_refused_when_planned(tmp_path):
+    from fastrl.models.encoders import UnsupportedObservations
+
+    # SAC's networks never read the mask, but its actors would: refused before any start
+    cfg = load_config(None, ["env.id=scripted_envs:BoxMasked-v0", "algo.name=sac",
+                             f"log.run_dir={tmp_path}"])
+    with pytest.raises(UnsupportedObservations, match="masks Discrete actions"):
+        plan_run(cfg)

@@ -116,7 +116,7 @@ class EpsilonGreedy:
         action, log_prob, value = (x.numpy() for x in self.q.act(torch.from_numpy(obs)))
         explore = self.rng.random(len(action)) < self.epsilon
         if explore.any():
-            mask = self.q.legal_actions
+            mask = getattr(self.q, "legal_actions", None)  # (a user's policy: none)
             action[explore] = self.space.start + (
                 self.rng.integers(self.space.n, size=int(explore.sum())) if mask is None
                 else uniform_legal(mask.numpy(obs[explore]), self.rng))

@@ -19,6 +19,7 @@ ran while an update was computing.
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 import tempfile
@@ -41,6 +42,7 @@ from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.learner.staging import CudaStager, Stager
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout
+from fastrl.memory.records import obs_record
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan, plan_run
@@ -95,6 +97,11 @@ def synthetic_slot(plan: RunPlan, seed: int = 0) -> dict[str, np.ndarray]:
 
     def sampled(name: str, space: spaces.Space, count: int) -> np.ndarray:
         field = fields[name]
+        record = obs_record(space)
+        if record is not None:  # (a Dict or Tuple: records of sampled values)
+            space = copy.deepcopy(space)
+            space.seed(int(rng.integers(2**31)))
+            return record.pack([space.sample() for _ in range(count)]).reshape(field.shape)
         batched = batch_space(space, count)
         batched.seed(int(rng.integers(2**31)))
         return np.asarray(batched.sample(), field.dtype).reshape(field.shape)

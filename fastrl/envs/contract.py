@@ -83,17 +83,17 @@ def _check_gym_env(source: EnvSource, seed: int, steps: int) -> None:
         sample = _seeded_sampler(env.action_space, seed)
         obs = first
         for t in range(steps):
-            result = env.step(sample(**_legal(obs)))
+            result = env.step(sample(**_legal(obs, env.action_space)))
             obs = result[0] if isinstance(result, tuple) and result else None
             if _checked_step(env_id, f"step() (check step {t + 1})", result, check_obs):
                 obs = _checked_reset(env_id, "reset() after an episode ended", env.reset(),
                                      check_obs)
 
 
-def _legal(obs: Any) -> dict[str, Any]:
+def _legal(obs: Any, space: spaces.Space) -> dict[str, Any]:
     """``space.sample``'s arguments for a legal action: the observation's action mask (as
-    int8 flags), if it has one."""
-    if isinstance(obs, dict) and MASK_KEY in obs:
+    int8 flags), if it has one and the actions are Discrete (what fastrl masks)."""
+    if isinstance(space, spaces.Discrete) and isinstance(obs, dict) and MASK_KEY in obs:
         mask = np.asarray(obs[MASK_KEY]) != 0
         if mask.any():
             return {"mask": mask.astype(np.int8)}
@@ -191,5 +191,19 @@ def _check_batched_env(source: EnvSource, seed: int, steps: int) -> None:
             _same_first_obs(source.env_id, f"reset() of seeds {seeds}", first, fresh.reset())
         _, dtype = storage_of(sim.action_space, "action")  # as workers hand actions over
         sample = _seeded_sampler(sim.action_space, seed)
+        masks = _batch_masks(sim.observation_space)
+        obs = first
         for _ in range(steps):
-            sim.step(np.array([sample() for _ in seeds], dtype))
+            actions = [sample(**_legal(masks(obs, i), sim.action_space))
+                       for i in range(len(seeds))]
+            obs = sim.step(np.array(actions, dtype))[0]
+
+
+def _batch_masks(space: spaces.Space) -> Callable[[np.ndarray, int], Any]:
+    """``(records, i) -> {"action_mask": flags}`` of env ``i`` where the observations carry
+    an action mask, else ``{}``: what :func:`_legal` reads."""
+    record = obs_record(space)
+    leaf = record.mask if record is not None else None
+    if leaf is None:
+        return lambda obs, i: {}
+    return lambda obs, i: {MASK_KEY: record.leaf_view(np.asarray(obs), leaf)[i]}

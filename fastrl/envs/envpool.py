@@ -22,6 +22,7 @@ from fastrl.envs.atari import PREFIX, AtariSettings, is_atari
 from fastrl.envs.batched import StepRows, WritesRows, own_rows
 from fastrl.envs.errors import EnvError
 from fastrl.memory.layout import storage_of
+from fastrl.memory.records import is_structured
 
 EXTRA = "pip install -c constraints.txt -e '.[bench]'"
 
@@ -83,6 +84,11 @@ class EnvPoolGroup(WritesRows):
                                        dtype=np.float32) if isinstance(act, spaces.Box) else act
         self._box_action = isinstance(act, spaces.Box)
         self.max_episode_steps = int(self.pool.spec.config.max_episode_steps)
+        if is_structured(self.observation_space):
+            self.pool.close()
+            raise EnvError(f"env.backend=envpool steps array observations; {env_id!r} "
+                           f"observes a {type(self.observation_space).__name__} space: use "
+                           "env.backend=gymnasium")
         shape, dtype = storage_of(self.observation_space, "observation")
         self._rows = own_rows(n, shape, dtype)
 

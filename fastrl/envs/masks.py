@@ -16,22 +16,18 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from fastrl.envs.errors import EnvError
 from fastrl.memory.records import MASK_KEY
 
 OBSERVATION_KEY = "observation"  # where a non-Dict observation goes (PettingZoo's key)
 
 
 class ActionMasksAsObservation(gym.ObservationWrapper):
-    """An env with an ``action_masks()`` method, its observations a Dict with the mask
-    under ``action_mask`` (``n`` int8 flags for ``Discrete(n)`` actions) beside its own
-    keys, or beside ``observation`` for a non-Dict observation."""
+    """An env with an ``action_masks()`` method and ``Discrete(n)`` actions, its
+    observations a Dict with the mask under ``action_mask`` (``n`` int8 flags) beside its
+    own keys, or beside ``observation`` for a non-Dict observation."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        if not isinstance(env.action_space, spaces.Discrete):
-            raise EnvError(f"{env} has action_masks(), which masks Discrete actions; its "
-                           f"actions are {env.action_space}")
         self._masks = env.get_wrapper_attr("action_masks")
         mask = spaces.Box(0, 1, (int(env.action_space.n),), np.int8)
         inner = env.observation_space
@@ -48,8 +44,11 @@ class ActionMasksAsObservation(gym.ObservationWrapper):
 
 
 def with_action_masks(env: gym.Env) -> gym.Env:
-    """``env``, its ``action_masks()`` moved into its observations when it has the method
-    and no ``action_mask`` key already."""
+    """``env``, its ``action_masks()`` moved into its observations when it has the method,
+    Discrete actions (fastrl masks those only; sb3-contrib's MultiDiscrete and MultiBinary
+    masks are left unused, as before) and no ``action_mask`` key already."""
+    if not isinstance(env.action_space, spaces.Discrete):
+        return env
     try:
         env.get_wrapper_attr("action_masks")
     except AttributeError:

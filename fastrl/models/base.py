@@ -166,7 +166,9 @@ def _unpacking_records(call: Callable) -> Callable:
     @functools.wraps(call)
     def unpacking(self: BasePolicy, obs: Any, *args: Any, **kwargs: Any) -> Any:
         record = self.__dict__.get("_obs_record")
-        if record is not None and isinstance(obs, torch.Tensor):
+        # only records as stored: a forward that takes features gets them as they are
+        if record is not None and isinstance(obs, torch.Tensor) and \
+                obs.dtype == torch.uint8 and obs.shape[-1:] == (record.nbytes,):
             obs = unpack_tensors(obs, record)
         return call(self, obs, *args, **kwargs)
 

@@ -140,3 +140,19 @@ def test_envpool_atari_peer_takes_fastrl_s_preprocessing():
     assert options == {"episodic_life": True, "reward_clip": False, "use_fire_reset": False,
                        "stack_num": 2, "frame_skip": 4, "noop_max": 7, "img_height": 64,
                        "img_width": 64, "gray_scale": True, "repeat_action_probability": 0.0}
+
+
+def test_synthetic_slot_of_dict_observations_holds_records_of_their_leaves():
+    import scripted_envs  # noqa: F401  (registers PickLegal-v0)
+
+    from fastrl.memory.records import ObsRecord
+
+    plan = plan_run(learner_config("learner", "scripted_envs:PickLegal-v0", {}, 1, 4, 5, 2))
+    slot = synthetic_slot(plan)
+    record = ObsRecord(plan.obs_space)
+    views = record.views(slot["obs"].reshape(-1, record.nbytes))
+    for i in range(len(views["cue"])):
+        value = {"observation": views["observation"][i], "cue": views["cue"][i],
+                 "action_mask": views["action_mask"][i],
+                 "aux": tuple(x[i] for x in views["aux"])}
+        assert plan.obs_space.contains(value)

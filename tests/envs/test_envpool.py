@@ -86,3 +86,8 @@ def test_a_pool_declares_envpool_s_own_time_limit(env_id, limit):
     pool = source(f"env.id={env_id}", "env.backend=envpool").make([1, 2])
     pool.close()
     assert pool.max_episode_steps == limit
+
+
+def test_an_envpool_dict_observation_space_is_refused_in_one_line():
+    with pytest.raises(EnvError, match=r"observes a Dict space: use env.backend=gymnasium"):
+        source("env.id=CheetahRun-v1", "env.backend=envpool").make([0])

@@ -133,3 +133,45 @@ def test_a_batched_simulator_s_wrong_leaf_is_named():
     with pytest.raises(EnvContractError, match=r"reset\(\): in obs, leaf 'pos' should be a "
                                                r"float32 array of shape \(2, 2\)"):
         check_env(source, seed=0)
+
+
+class MultiDiscreteMasks(gym.Env):
+    """sb3-contrib's masks for MultiDiscrete actions, which fastrl leaves unused."""
+
+    observation_space = spaces.Box(0, 1, (2,), np.float32)
+    action_space = spaces.MultiDiscrete([2, 3])
+
+    def action_masks(self):
+        return np.ones(5, bool)
+
+
+def test_masks_of_actions_fastrl_does_not_mask_leave_the_env_as_it_is():
+    env = EnvSource("MultiDiscreteMasks", env_fn=MultiDiscreteMasks).make_one()
+    assert isinstance(env, MultiDiscreteMasks)
+
+
+class MaskedSim(DictSim):
+    """A batched simulator with an action mask (every other action legal, by the step's
+    parity) that raises on an illegal action."""
+
+    def __init__(self, seeds):
+        super().__init__(seeds)
+        self.observation_space = spaces.Dict({"pos": SPACE["pos"],
+                                              "action_mask": spaces.MultiBinary(4)})
+        self.action_space = spaces.Discrete(4)
+
+    def _obs(self):
+        legal = (np.arange(4) % 2 == self.t % 2).astype(np.int8)
+        return {"pos": np.full((self.num_envs, 2), self.t, np.float32),
+                "action_mask": np.tile(legal, (self.num_envs, 1))}
+
+    def _step(self, actions):
+        if (np.asarray(actions) % 2 != self.t % 2).any():
+            raise RuntimeError(f"illegal actions {actions} at step {self.t}")
+        return super()._step(actions)
+
+    step = _step
+
+
+def test_the_contract_steps_a_masked_batched_simulator_with_legal_actions():
+    check_env(EnvSource("MaskedSim", vector_env_fn=MaskedSim), seed=0, steps=100)

@@ -193,3 +193,36 @@ def test_a_user_policy_gets_the_leaves_by_key():
     action = policy_actor(policy)(obs)[0]
     assert policy.seen[-1] == ["action_mask", "observation"]
     assert_legal(action[1:], legal[1:])
+
+
+class FeatureForward(BasePolicy):
+    """A user policy whose forward takes features, the usual torch pattern, on a Dict."""
+
+    def __init__(self, obs_space, act_space, algo_config):
+        super().__init__(obs_space, act_space, algo_config)
+        self.head = torch.nn.Linear(self.obs_features.size, N)
+
+    def forward(self, features):
+        return self.head(features)
+
+    def act(self, obs, deterministic=False):
+        action = self(self.obs_features(obs)).argmax(-1)
+        return action, torch.zeros(len(action)), torch.zeros(len(action))
+
+
+def test_a_forward_that_takes_features_gets_them_as_they_are():
+    policy = make_policy(AlgoConfig(name="none"), IMAGES, spaces.Discrete(N), FeatureForward)
+    obs = sample_obs(IMAGES, 5)
+    features = policy.obs_features(obs)
+    torch.testing.assert_close(policy(features), policy.head(features))
+    assert policy_actor(policy)(obs.numpy())[0].shape == (5,)
+
+
+def test_epsilon_greedy_acts_for_a_user_q_policy_without_a_mask():
+    from user_policies import ZeroBasedQ
+
+    space = spaces.Box(-1, 1, (3,), np.float32)
+    q = make_policy(AlgoConfig(name="dqn"), space, spaces.Discrete(4), ZeroBasedQ)
+    greedy = EpsilonGreedy(q, spaces.Discrete(4), seed=0)
+    action = greedy(np.zeros((8, 3), np.float32))[0]  # epsilon 1: every action random
+    assert action.shape == (8,) and ((action >= 0) & (action < 4)).all()
