@@ -4,9 +4,11 @@ from fastrl.envs import heavy  # noqa: F401 - registers fastrl/HeavyCartPole-v1
 from fastrl.envs.batched import BatchedEnv, SlotRows, StepRows
 from fastrl.envs.cartpole import BatchedCartPole
 from fastrl.envs.catch import BatchedCatch
+from fastrl.envs.recall import BatchedRecall
 
 #: Batched simulators selected by ``env.id``; everything else goes to ``gymnasium.make``.
-BUILTIN_BATCHED = {"fastrl/CartPole-v1": BatchedCartPole, "fastrl/Catch-v0": BatchedCatch}
+BUILTIN_BATCHED = {"fastrl/CartPole-v1": BatchedCartPole, "fastrl/Catch-v0": BatchedCatch,
+                   "fastrl/Recall-v0": BatchedRecall}
 
-__all__ = ["BUILTIN_BATCHED", "BatchedCartPole", "BatchedCatch", "BatchedEnv", "SlotRows",
-           "StepRows"]
+__all__ = ["BUILTIN_BATCHED", "BatchedCartPole", "BatchedCatch", "BatchedEnv", "BatchedRecall",
+           "SlotRows", "StepRows"]
