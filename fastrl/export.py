@@ -53,7 +53,7 @@ from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.memory.layout import storage_of
 from fastrl.memory.records import ObsRecord, obs_record
 from fastrl.models.base import sample_obs
-from fastrl.models.encoders import RunningNorm
+from fastrl.models.encoders import RunningNorm, torch_dtype
 
 #: Format name -> file suffix of its artifact.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
@@ -96,7 +96,7 @@ class DeterministicAction(nn.Module):
         self.policy = policy
         self.record = obs_record(obs_space)
         _, dtype = storage_of(act_space, "action")
-        self.dtype = _torch_dtype(dtype)
+        self.dtype = torch_dtype(dtype)
         self.clipped = isinstance(act_space, spaces.Box)
         if self.clipped:
             self.register_buffer("low", torch.as_tensor(act_space.low, dtype=self.dtype))
@@ -118,10 +118,6 @@ class Exported:
     sidecar: Path  # ``<artifact>.json``
     metadata: dict[str, Any]  # the sidecar's content
     module: DeterministicAction  # the eager module that was exported
-
-
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype)).dtype
 
 
 def check_format(fmt: str) -> None:

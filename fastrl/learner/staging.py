@@ -33,6 +33,7 @@ import torch
 
 from fastrl.memory.layout import SlotLayout
 from fastrl.memory.ring import Ring
+from fastrl.models.encoders import torch_dtype
 
 #: The fields the on-policy algorithms read on the device; the others stay on the host.
 DEVICE_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "log_prob", "value",
@@ -181,11 +182,6 @@ def _batch_shape(name: str, shape: tuple[int, ...], n: int) -> tuple[int, ...]:
     if name in PER_ENV:
         return (n * shape[0], *shape[1:])
     return (shape[0], n * shape[1], *shape[2:])
-
-
-def torch_dtype(dtype: np.dtype) -> torch.dtype:
-    """The torch dtype of a numpy dtype."""
-    return torch.from_numpy(np.empty(0, dtype)).dtype
 
 
 def field_views(raw: np.ndarray, layout: SlotLayout) -> dict[str, np.ndarray]:

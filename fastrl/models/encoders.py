@@ -11,6 +11,8 @@ for image leaves) and joins the features.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -100,14 +102,10 @@ class ObsFeatures(nn.Module):
             self.norm.update(self._flat(obs).reshape(-1, self.size))
 
 
-_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
-
-
+@functools.cache
 def torch_dtype(dtype: np.dtype) -> torch.dtype:
     """The torch dtype of a numpy dtype."""
-    if dtype not in _TORCH_DTYPES:
-        _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-    return _TORCH_DTYPES[dtype]
+    return torch.from_numpy(np.empty(0, dtype)).dtype
 
 
 def leaf_tensor(obs: torch.Tensor, leaf: Leaf) -> torch.Tensor:
