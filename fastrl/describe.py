@@ -63,7 +63,7 @@ from fastrl.envs.envpool import envpool_task
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
-from fastrl.memory.records import obs_record
+from fastrl.memory.records import ObsRecord, obs_record
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
 
@@ -156,24 +156,19 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
         source, factory = "gymnasium.make", None
     return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
             "observation_space": _space_text(plan.obs_space),
-            "observation_leaves": _leaves(plan.obs_space),
-            "action_mask": _mask_key(plan.obs_space),
+            **_record_part(obs_record(plan.obs_space)),
             "action_space": _space_text(plan.act_space)}
 
 
-def _mask_key(space: Any) -> str | None:
-    """The observation key of the action mask, if the observations carry one."""
-    record = obs_record(space)
-    return record.mask.name if record is not None and record.mask is not None else None
-
-
-def _leaves(space: Any) -> list[dict[str, Any]] | None:
-    """The leaves of a Dict or Tuple observation space as its record stores them."""
-    record = obs_record(space)
+def _record_part(record: ObsRecord | None) -> dict[str, Any]:
+    """A Dict or Tuple observation's record (its leaves, its bytes) and the key of its
+    action mask; None each for other observations."""
     if record is None:
-        return None
-    return [{"name": leaf.name, "shape": list(leaf.shape), "dtype": str(leaf.dtype),
-             "bytes": leaf.nbytes, "offset": leaf.offset} for leaf in record.leaves]
+        return {"observation_leaves": None, "observation_bytes": None, "action_mask": None}
+    leaves = [{"name": leaf.name, "shape": list(leaf.shape), "dtype": str(leaf.dtype),
+               "bytes": leaf.nbytes, "offset": leaf.offset} for leaf in record.leaves]
+    return {"observation_leaves": leaves, "observation_bytes": record.nbytes,
+            "action_mask": record.mask.name if record.mask is not None else None}
 
 
 def _space_text(space: Any) -> str:
@@ -396,7 +391,7 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
         f"{_env_text(report['env'])}",
         f"observations {report['env']['observation_space']}, actions "
         f"{report['env']['action_space']}",
-        *_leaf_lines(report["env"]["observation_leaves"]),
+        *_leaf_lines(report["env"]["observation_leaves"], report["env"]["observation_bytes"]),
         *([f"action mask: the observations' {report['env']['action_mask']!r}; only legal "
            "actions are taken, and the loss ranges over them"]
           if report["env"]["action_mask"] else []),
@@ -406,11 +401,9 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _leaf_lines(leaves: list[dict[str, Any]] | None) -> list[str]:
+def _leaf_lines(leaves: list[dict[str, Any]] | None, size: int | None) -> list[str]:
     if leaves is None:
         return []
-    last = leaves[-1]
-    size = -(-(last["offset"] + last["bytes"]) // 8) * 8
     each = ", ".join(f"{x['name']} {x['dtype']}{tuple(x['shape'])} {human_bytes(x['bytes'])}"
                      for x in leaves)
     count = _plural(len(leaves), "leaf", "leaves")

@@ -83,7 +83,7 @@ def model_inputs(obs: np.ndarray, record: ObsRecord | None) -> list[np.ndarray]:
     """Stored observations as the artifact's inputs (a record's leaves, each contiguous)."""
     if record is None:
         return [obs]
-    return [np.ascontiguousarray(record.leaf_view(obs, leaf)) for leaf in record.leaves]
+    return [np.ascontiguousarray(leaf.view(obs)) for leaf in record.leaves]
 
 
 class DeterministicAction(nn.Module):

@@ -206,4 +206,4 @@ def _batch_masks(space: spaces.Space) -> Callable[[np.ndarray, int], Any]:
     leaf = record.mask if record is not None else None
     if leaf is None:
         return lambda obs, i: {}
-    return lambda obs, i: {MASK_KEY: record.leaf_view(np.asarray(obs), leaf)[i]}
+    return lambda obs, i: {MASK_KEY: leaf.view(np.asarray(obs))[i]}

@@ -246,7 +246,6 @@ class CheckedBatchedEnv:
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
         self._record = obs_record(self.observation_space)
         self._rows = own_rows(n, self._obs_shape, self._obs_dtype)
-        self._sim_rows = self._leaf_rows(self._rows)
         self.max_episode_steps = getattr(sim, "max_episode_steps", None)
         if self.max_episode_steps is not None and not (
                 isinstance(self.max_episode_steps, int | np.integer)
@@ -284,7 +283,7 @@ class CheckedBatchedEnv:
     def step(self, actions: np.ndarray):
         """Step every env once (checked); see :class:`~fastrl.envs.batched.BatchedEnv`."""
         if not hasattr(self.sim, "step"):
-            self.sim.step_into(actions, self._sim_rows)
+            self.sim.step_into(actions, self._leaf_rows(self._rows))
             # rows of the right shapes by construction; its rewards may not be finite
             check_batch_arrays(self.env_id, "step_into()", self.num_envs, self._obs_shape,
                                self._obs_dtype, *self._rows[:4])

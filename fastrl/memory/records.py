@@ -60,6 +60,12 @@ class Leaf:
         """Bytes of one value."""
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
+    def view(self, rows: np.ndarray) -> np.ndarray:
+        """This leaf of records ``rows`` ``[*batch, nbytes]`` (uint8) as a writable view
+        ``[*batch, *shape]`` in its dtype."""
+        raw = rows[..., self.offset:self.offset + self.nbytes]
+        return raw.view(self.dtype).reshape((*rows.shape[:-1], *self.shape))
+
 
 def is_structured(space: spaces.Space) -> bool:
     """True for a Dict or Tuple space (stored as a record)."""
@@ -111,16 +117,10 @@ class ObsRecord:
         """The leaves a network reads as features: all but the mask."""
         return [leaf for leaf in self.leaves if leaf.path != (MASK_KEY,)]
 
-    def leaf_view(self, rows: np.ndarray, leaf: Leaf) -> np.ndarray:
-        """Leaf ``leaf`` of records ``rows`` ``[*batch, nbytes]`` (uint8) as a writable view
-        ``[*batch, *leaf.shape]`` in its dtype."""
-        raw = rows[..., leaf.offset:leaf.offset + leaf.nbytes]
-        return raw.view(leaf.dtype).reshape((*rows.shape[:-1], *leaf.shape))
-
     def views(self, rows: np.ndarray) -> Any:
         """Every leaf of ``rows`` ``[*batch, nbytes]`` as a writable view, nested as the
         space is (dicts and tuples of arrays ``[*batch, *leaf.shape]``)."""
-        return self.nest([self.leaf_view(rows, leaf) for leaf in self.leaves])
+        return self.nest([leaf.view(rows) for leaf in self.leaves])
 
     def nest(self, values: list) -> Any:
         """One value per leaf, in the record's order, nested as the space is."""
@@ -156,7 +156,7 @@ class ObsRecord:
         """Store a nested value into records ``rows`` (leaves with ``rows``' batch dims, or
         one record when ``rows`` is ``[nbytes]``); values are cast to each leaf's dtype."""
         for leaf, v in zip(self.leaves, self.leaf_values(value)):
-            self.leaf_view(rows, leaf)[...] = v
+            leaf.view(rows)[...] = v
 
     def pack(self, values: list) -> np.ndarray:
         """Records ``[len(values), nbytes]`` of a list of nested values."""

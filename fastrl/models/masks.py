@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from fastrl.memory.records import MASK_KEY, Leaf, ObsRecord, obs_record
+from fastrl.memory.records import MASK_KEY, Leaf, obs_record
 from fastrl.models.encoders import UnsupportedObservations, leaf_tensor
 
 
@@ -26,8 +26,8 @@ class ActionMask:
     """Reads the legal actions ``[*batch, n]`` (bool) out of observations: records as
     stored, or nested leaf tensors (a Dict's ``action_mask``)."""
 
-    def __init__(self, record: ObsRecord, leaf: Leaf) -> None:
-        self.record, self.leaf = record, leaf
+    def __init__(self, leaf: Leaf) -> None:
+        self.leaf = leaf
 
     def __call__(self, obs: Any) -> torch.Tensor:
         mask = leaf_tensor(obs, self.leaf) if isinstance(obs, torch.Tensor) else obs[MASK_KEY]
@@ -36,7 +36,7 @@ class ActionMask:
 
     def numpy(self, obs: np.ndarray) -> np.ndarray:
         """The legal actions ``[*batch, n]`` (bool) of records ``[*batch, nbytes]``."""
-        legal = self.record.leaf_view(obs, self.leaf) != 0
+        legal = self.leaf.view(obs) != 0
         return legal | ~legal.any(-1, keepdims=True)
 
 
@@ -61,7 +61,7 @@ def action_mask(obs_space: spaces.Space, act_space: spaces.Space) -> ActionMask 
         raise UnsupportedObservations(
             f"the observation key {MASK_KEY!r} must hold one flag per action, shape "
             f"({int(act_space.n)},) for {act_space}; it is {leaf.space}")
-    return ActionMask(record, leaf)
+    return ActionMask(leaf)
 
 
 def mask_logits(logits: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:

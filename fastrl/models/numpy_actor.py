@@ -128,8 +128,7 @@ class NumpyActorCritic:
         row = 0
         for leaf in self._record_leaves:
             size = int(np.prod(leaf.shape, dtype=np.int64))
-            raw = obs[:, leaf.offset:leaf.offset + leaf.nbytes].view(leaf.dtype)
-            x[row:row + size] = raw.reshape(len(obs), size).T
+            x[row:row + size] = leaf.view(obs).reshape(len(obs), size).T
             row += size
         return x
 

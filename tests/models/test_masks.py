@@ -157,7 +157,7 @@ def test_image_leaves_get_a_cnn_and_the_others_flat_features():
     record = ObsRecord(IMAGES)
     for leaf in record.leaves:  # the torch view of a leaf holds the numpy view's values
         np.testing.assert_array_equal(leaf_tensor(obs, leaf).numpy(),
-                                      record.leaf_view(obs.numpy(), leaf))
+                                      leaf.view(obs.numpy()))
     with pytest.raises(TypeError, match="has none"):
         make_encoder(MASKED, "nature")
 
