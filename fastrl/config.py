@@ -22,6 +22,7 @@ from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
 from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
+from fastrl.models.recurrent import CORES
 
 
 @dataclass
@@ -64,6 +65,11 @@ class AlgoSettings:
                                   "statistics the learner updates from its batches (the "
                                   "actor-critic algorithms' built-in network; a Dict's or "
                                   "Tuple's Box leaves each by their own)")
+    core: str = setting("none", "recurrent core of the actor-critic algorithms' built-in "
+                        "network, between the encoder and the MLPs: none, lstm or gru (each "
+                        "env's state kept by the workers, sequences replayed by the learner)",
+                        choices=CORES)
+    core_size: int = setting(128, "units of algo.core", gt=0)
     normalize_reward: bool = setting(False, "scale the rewards trained on by the running std "
                                      "of discounted returns (SB3 VecNormalize's; the "
                                      "actor-critic algorithms; logged returns stay the env's)")
@@ -340,6 +346,12 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                                             if cfg.algo.policy else "")
         raise ConfigError("config key 'algo.normalize_obs=true' needs the built-in network "
                           f"(algo.policy empty) of {which}, not {given}")
+    if cfg.algo.core != "none" and (algo.policy.name != "actor-critic" or cfg.algo.policy):
+        which = _names(lambda a: a.policy.name == "actor-critic")
+        given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
+                                            if cfg.algo.policy else "")
+        raise ConfigError(f"config key 'algo.core={cfg.algo.core}' is a part of the built-in "
+                          f"network (algo.policy empty) of {which}, not of {given}")
     if cfg.algo.normalize_reward and not algo.data.on_policy:
         raise ConfigError("config key 'algo.normalize_reward=true' scales the batches of "
                           f"{_names(lambda a: a.data.on_policy and a.trains)}, not "

@@ -190,7 +190,16 @@ def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
             "envs_per_worker": infra.envs_per_worker,
             "total_envs": cfg.total_envs, "rollout_len": infra.rollout_len,
             "transitions_per_slot": infra.rollout_len * infra.envs_per_worker,
-            "actions": _actions(cfg), "policy": policy}
+            "actions": _actions(cfg), "policy": policy, "core": _core_part(cfg)}
+
+
+def _core_part(cfg: MainConfig) -> dict[str, Any] | None:
+    """The recurrent core of the built-in network (algo.core), None without one."""
+    algo = cfg.algo
+    if algo.core == "none":
+        return None
+    state = (2 if algo.core == "lstm" else 1) * algo.core_size
+    return {"kind": algo.core, "size": algo.core_size, "state_floats": state}
 
 
 def replay_nbytes(cfg: MainConfig, obs_space: Any, act_space: Any) -> int:
@@ -229,8 +238,9 @@ def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
     """How many final observations a slot keeps per env, and the ring bytes that saves
     against one per step."""
     infra = plan.cfg.infra
+    core = next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
     dense = trajectory_layout(plan.obs_space, plan.act_space, infra.rollout_len,
-                              infra.envs_per_worker)
+                              infra.envs_per_worker, core_state_size=core)
     saved = (dense.nbytes - plan.layout.nbytes) * infra.ring_slots * infra.num_workers
     rows = next(f.shape[1] for f in plan.layout.fields if f.name == "final_obs")
     return {"rows_per_env": rows, "max_episode_steps": plan.max_episode_steps,
@@ -396,9 +406,20 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
            "actions are taken, and the loss ranges over them"]
           if report["env"]["action_mask"] else []),
         f"actions: {r['actions']}, {r['policy']} on a local copy of the weights",
+        *_core_lines(r["core"]),
         f"{r['rollout_len']:,} steps per env per slot: {r['transitions_per_slot']:,} "
         "transitions a slot",
     ]
+
+
+def _core_lines(core: dict[str, Any] | None) -> list[str]:
+    if core is None:
+        return []
+    article = "an" if core["kind"] == "lstm" else "a"
+    return [f"recurrent: {article} {core['kind'].upper()} core of {core['size']:,} units; "
+            f"each env's state ({core['state_floats']:,} floats) is kept by its worker, "
+            "zeroed where an episode starts and stored at each slot's first step; the "
+            "learner replays each env's sequence from it and minibatches whole sequences"]
 
 
 def _leaf_lines(leaves: list[dict[str, Any]] | None, size: int | None) -> list[str]:

@@ -180,6 +180,9 @@ def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
     not fit), else the family's built-in network (fastrl.models.families)."""
     family = algo.algorithm.policy
     if spec is not None:
+        if algo.core != "none":
+            raise ConfigError(f"config key 'algo.core={algo.core}' is a part of the built-in "
+                              "network; a user policy is trained as it is: leave it at none")
         return build_policy(spec, family, algo, obs_space, act_space)
     return family.build(obs_space, act_space, algo)
 
@@ -208,11 +211,11 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     max_episode_steps = getattr(probe, "max_episode_steps", None)
     probe.close()
     infra = cfg.infra
-    layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
-                               max_episode_steps)
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
-    num_params = sum(p.numel() for p in
-                     make_policy(cfg.algo, obs_space, act_space, policy).parameters())
+    network = make_policy(cfg.algo, obs_space, act_space, policy)
+    num_params = sum(p.numel() for p in network.parameters())
+    layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
+                               max_episode_steps, getattr(network, "state_size", 0))
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
                    resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps)

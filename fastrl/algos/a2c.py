@@ -28,8 +28,7 @@ class A2C(PPO):
         cfg = self.cfg
         set_lr(self.optimizer, lr)
         adv, returns = (x.flatten() for x in self.advantages(batch))
-        logp, entropy, value = self.policy.evaluate(batch["obs"].flatten(0, 1),
-                                                    batch["action"].flatten(0, 1))
+        logp, entropy, value = (x.flatten() for x in self.evaluate_batch(batch))
         if cfg.norm_adv:
             adv = normalized(adv)
         pg_loss = -(adv * logp).mean()

@@ -51,9 +51,7 @@ class APPO(PPO):
         """``(pg_advantages, vs)`` under the current network (see the module doc)."""
         cfg, appo = self.cfg, self.cfg.appo
         reward = batch["reward"]
-        target_logp, _, values = self.policy.evaluate(batch["obs"].flatten(0, 1),
-                                                      batch["action"].flatten(0, 1))
-        target_logp, values = target_logp.view_as(reward), values.view_as(reward)
+        target_logp, _, values = self.evaluate_batch(batch)
         vs, pg_adv = vtrace(
             batch["log_prob"], target_logp, reward, values, self.next_values(batch, values),
             batch["terminated"], batch["truncated"], cfg.gamma, rho_bar=appo.rho_bar,

@@ -5,10 +5,16 @@ transitions, ``bootstrap_obs`` ``[N, *obs]`` (observation after step T-1) and ``
 ``[N, rows, *obs]`` (the real last observations of each env's episodes truncated in the
 batch, in step order: fastrl.memory.layout). Termination ends the return; truncation
 bootstraps from the value of the final observation.
+
+A recurrent policy (fastrl.models.recurrent) is trained on whole sequences: the batch also
+carries ``core_state`` ``[N, state_size]``, each env's state at the batch's first step; a
+minibatch is a set of env columns ``[T, n]``, each replayed from its stored state, and
+values after a step are taken from the state after it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,6 +25,10 @@ from fastrl.algos.base import Algorithm, DataMode, RunConfig, set_lr
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 from fastrl.models.policy import ActorCritic
+from fastrl.models.recurrent import episode_starts, is_recurrent
+
+#: ``value_after(obs, env, step)``: see :meth:`PPO._value_after`
+ValueAfter = Callable[[torch.Tensor, torch.Tensor, Any], torch.Tensor]
 
 
 def compute_gae(
@@ -72,6 +82,7 @@ class PPO:
     def __init__(self, policy: ActorCritic, cfg: Any) -> None:
         self.policy = policy
         self.cfg = cfg
+        self.recurrent = is_recurrent(policy)
         self.optimizer = Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
 
     def state_dict(self) -> dict:
@@ -91,24 +102,40 @@ class PPO:
         computed and the truncated steps' picked on the device (a data-dependent branch
         would wait for it); on the CPU only the truncated steps'.
         """
-        bootstrap = self.policy.value(batch["bootstrap_obs"])
+        value_after = self._value_after(batch)
+        steps, envs = batch["truncated"].shape
+        every_env = torch.arange(envs, device=values.device)
+        bootstrap = value_after(batch["bootstrap_obs"], every_env, steps - 1)
         after = torch.cat([values[1:], bootstrap[None]])
         if batch["truncated"].device.type == "cpu":
-            return self._final_values_where_truncated(batch, after)
-        return self._final_values_everywhere(batch, after)
+            return self._final_values_where_truncated(batch, after, value_after)
+        return self._final_values_everywhere(batch, after, value_after)
+
+    def _value_after(self, batch: dict[str, torch.Tensor]) -> ValueAfter:
+        """``value_after(obs, env, step)``: the values of observations ``obs`` ``[B, ...]``
+        seen by env columns ``env`` right after their step ``step`` (int tensors
+        broadcasting to ``[B]``). A feed-forward policy reads the observations alone; a
+        recurrent one reads them from the state after that step."""
+        if not self.recurrent:
+            return lambda obs, env, step: self.policy.value(obs)
+        first = episode_starts(batch["terminated"], batch["truncated"])
+        states = self.policy.unroll(batch["obs"], first, batch["core_state"])  # [T, N, S]
+        return lambda obs, env, step: self.policy.value(obs, states[step, env])
 
     def _final_values_where_truncated(self, batch: dict[str, torch.Tensor],
-                                      after: torch.Tensor) -> torch.Tensor:
+                                      after: torch.Tensor,
+                                      value_after: ValueAfter) -> torch.Tensor:
         """``after`` with the final observations' values written where truncated."""
         truncated = batch["truncated"]
         t, n = truncated.nonzero(as_tuple=True)
         if len(t):
             row = truncated.cumsum(0)[t, n] - 1  # the env's truncations up to this step
-            after[t, n] = self.policy.value(batch["final_obs"][n, row])
+            after[t, n] = value_after(batch["final_obs"][n, row], n, t)
         return after
 
     def _final_values_everywhere(self, batch: dict[str, torch.Tensor],
-                                 after: torch.Tensor) -> torch.Tensor:
+                                 after: torch.Tensor,
+                                 value_after: ValueAfter) -> torch.Tensor:
         """The same without a data-dependent branch: the value of every final-observation
         row, each truncated step's picked."""
         truncated, finals = batch["truncated"], batch["final_obs"]
@@ -119,9 +146,14 @@ class PPO:
         written = torch.arange(rows, device=finals.device) < truncations[-1][:, None]
         written = written.view(envs, rows, *[1] * (finals.dim() - 2))
         finals = torch.where(written, finals, batch["bootstrap_obs"][:, None])
-        values = self.policy.value(finals.flatten(0, 1)).view(envs, rows)
+        # row r of an env holds the final observation of its (r+1)-th truncating step, the
+        # step after those with at most r truncations (the last step for unwritten rows)
+        r = torch.arange(rows, device=finals.device)
+        step = (truncations.T[:, :, None] <= r).sum(1).clamp(max=len(truncated) - 1)
+        env = torch.arange(envs, device=finals.device)[:, None].expand(envs, rows)
+        values = value_after(finals.flatten(0, 1), env.flatten(), step.flatten())
         row = (truncations - 1).clamp(0, rows - 1)
-        return torch.where(truncated, values.gather(1, row.T).T, after)
+        return torch.where(truncated, values.view(envs, rows).gather(1, row.T).T, after)
 
     @torch.no_grad()
     def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,32 +180,29 @@ class PPO:
         cfg = self.cfg
         set_lr(self.optimizer, lr)
         adv, returns = self.advantages(batch)
-        obs = batch["obs"].flatten(0, 1)
-        actions = batch["action"].flatten(0, 1)
-        old_logp = batch["log_prob"].flatten()
-        old_values = batch["value"].flatten()
-        adv, returns = adv.flatten(), returns.flatten()
-
-        n = old_logp.numel()
+        data = self._units({**batch, "adv": adv, "returns": returns})
+        n = len(data["log_prob"])  # transitions, or env sequences of a recurrent policy
         mb_size = n // cfg.num_minibatches
         whole = cfg.num_minibatches == 1  # the same minibatch, in any order, every epoch
         if whole and cfg.norm_adv:
-            adv = normalized(adv)
+            data["adv"] = normalized(data["adv"])
         for epoch in range(cfg.update_epochs):
             measure = cfg.target_kl is not None or epoch == cfg.update_epochs - 1
             measured: list[torch.Tensor] = []
-            perm = None if whole else torch.randperm(n, device=old_logp.device)
+            perm = None if whole else torch.randperm(n, device=adv.device)
             for start in range(0, n, mb_size):
                 mb = slice(None) if perm is None else perm[start : start + mb_size]
-                logp, entropy, value = self.policy.evaluate(obs[mb], actions[mb])
-                log_ratio = logp - old_logp[mb]
+                logp, entropy, value = self._evaluate(data, mb)
+                log_ratio = logp - data["log_prob"][mb]
                 ratio = log_ratio.exp()
-                mb_adv = adv[mb] if whole or not cfg.norm_adv else normalized(adv[mb])
+                mb_adv = data["adv"][mb]
+                if not whole and cfg.norm_adv:
+                    mb_adv = normalized(mb_adv)
                 pg_loss = torch.max(
                     -mb_adv * ratio,
                     -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
                 ).mean()
-                v_loss = self._value_loss(value, returns[mb], old_values[mb])
+                v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb])
                 loss = pg_loss + cfg.vf_coef * v_loss
                 if cfg.ent_coef:
                     loss = loss - cfg.ent_coef * entropy.mean()
@@ -184,8 +213,41 @@ class PPO:
             if cfg.target_kl is not None and measured[-1][APPROX_KL] > cfg.target_kl:
                 break
         out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
-        out["explained_variance"] = explained_variance(returns, old_values)
+        out["explained_variance"] = explained_variance(returns, batch["value"])
         return out
+
+    def evaluate_batch(self, batch: dict[str, torch.Tensor]):
+        """``(log_prob, entropy, value)`` ``[T, N]`` of a whole time-major batch's actions
+        under the current weights (a recurrent policy replays every env's sequence)."""
+        if self.recurrent:
+            first = episode_starts(batch["terminated"], batch["truncated"])
+            return self.policy.evaluate_sequences(batch["obs"], batch["action"], first,
+                                                  batch["core_state"])
+        shape = batch["reward"].shape
+        out = self.policy.evaluate(batch["obs"].flatten(0, 1), batch["action"].flatten(0, 1))
+        return tuple(x.view(shape) for x in out)
+
+    def _units(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The batch's fields as the units minibatches take, along dim 0: transitions
+        ``[T*N, ...]`` (``obs``, ``action``, ``log_prob``, ``value``, ``adv``, ``returns``)
+        for a feed-forward policy; for a recurrent one, env sequences ``[N, T, ...]``,
+        with ``first`` (where an episode starts) and ``core_state``."""
+        keys = ("obs", "action", "log_prob", "value", "adv", "returns")
+        if not self.recurrent:
+            return {k: batch[k].flatten(0, 1) for k in keys}
+        first = episode_starts(batch["terminated"], batch["truncated"])
+        return {**{k: batch[k].transpose(0, 1) for k in keys},
+                "first": first.T, "core_state": batch["core_state"]}
+
+    def _evaluate(self, data: dict[str, torch.Tensor], mb: Any):
+        """``(log_prob, entropy, value)`` of the units ``mb`` of :meth:`_units`'s
+        ``data`` under the current weights, shaped as its ``log_prob[mb]``."""
+        if not self.recurrent:
+            return self.policy.evaluate(data["obs"][mb], data["action"][mb])
+        out = self.policy.evaluate_sequences(
+            data["obs"][mb].transpose(0, 1), data["action"][mb].transpose(0, 1),
+            data["first"][mb].T, data["core_state"][mb])
+        return tuple(x.T for x in out)
 
     def _value_loss(self, value: torch.Tensor, returns: torch.Tensor,
                     old_values: torch.Tensor) -> torch.Tensor:
@@ -227,6 +289,12 @@ def check_minibatches(cfg: RunConfig, slots: str) -> None:
             f"{slots}*envs_per_worker*rollout_len={cfg.batch_size} into minibatches of "
             "at least 2 transitions"
         )
+    envs = cfg.batch_slots * cfg.infra.envs_per_worker
+    if cfg.algo.core != "none" and envs % mb:
+        raise ConfigError(
+            f"config key 'algo.num_minibatches={mb}' must divide the {envs} env sequences "
+            f"of a batch ({slots}*envs_per_worker): with algo.core={cfg.algo.core} a "
+            "minibatch takes whole sequences")
 
 
 ALGORITHM = Algorithm(

@@ -25,6 +25,8 @@ from torch import nn
 from fastrl.config import LogConfig
 from fastrl.envs.source import EnvSource
 from fastrl.memory.wait import Stopped
+from fastrl.models.actors import RecurrentActor
+from fastrl.models.recurrent import is_recurrent
 
 # SeedSuite field: (least value accepted, its python -m fastrl.eval flag, its config key)
 SUITE_FIELDS = {
@@ -88,14 +90,22 @@ def evaluate_episodes(
     lengths = np.zeros((n, episodes_per_seed), np.int64)
     played = np.zeros(n, np.int64)  # finished episodes per env
     running_return, running_length = np.zeros(n), np.zeros(n, np.int64)
+    # a recurrent policy's states: zeroed where an episode ends, not where one is cut
+    memory = RecurrentActor(policy, True, device) if is_recurrent(policy) else None
     envs = env.make(seeds)
     obs = envs.reset()
     try:
         while (played < episodes_per_seed).any():
             if should_stop():
                 raise Stopped
-            actions, _, _ = policy.act(torch.as_tensor(obs, device=device), deterministic=True)
-            obs, reward, terminated, truncated, _ = envs.step(actions.cpu().numpy())
+            if memory is None:
+                actions = policy.act(torch.as_tensor(obs, device=device),
+                                     deterministic=True)[0].cpu().numpy()
+            else:
+                actions = memory(obs)[0]
+            obs, reward, terminated, truncated, _ = envs.step(actions)
+            if memory is not None:
+                memory.episodes_ended(terminated | truncated)
             running_return += reward
             running_length += 1
             ended = (terminated | truncated | (running_length >= max_steps)) & \

@@ -35,10 +35,12 @@ from fastrl.memory.layout import SlotLayout
 from fastrl.memory.ring import Ring
 from fastrl.models.encoders import torch_dtype
 
-#: The fields the on-policy algorithms read on the device; the others stay on the host.
+#: The fields the on-policy algorithms read on the device (those a slot has: core_state
+#: only a recurrent policy's); the others stay on the host.
 DEVICE_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "log_prob", "value",
-                 "final_obs", "bootstrap_obs")
-PER_ENV = ("final_obs", "bootstrap_obs")  # the fields shaped [E, ...], not [T, E, ...]
+                 "final_obs", "bootstrap_obs", "core_state")
+#: the fields shaped [E, ...], not [T, E, ...]
+PER_ENV = ("final_obs", "bootstrap_obs", "core_state")
 
 
 @dataclass
@@ -133,7 +135,8 @@ class SyncStager(Stager):
         host = _concatenate(self.fields, _read_slots(rings, verify))
         for ring in rings:
             ring.release()
-        tensors = {k: torch.from_numpy(host[k]).to(self.device) for k in DEVICE_FIELDS}
+        tensors = {k: torch.from_numpy(host[k]).to(self.device)
+                   for k in DEVICE_FIELDS if k in host}
         return StagedBatch(tensors, host, len(rings) * self.slot_steps)
 
 
@@ -168,7 +171,7 @@ class HostStager(Stager):
 
     @staticmethod
     def _tensors(host: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        return {k: torch.from_numpy(host[k]) for k in DEVICE_FIELDS}
+        return {k: torch.from_numpy(host[k]) for k in DEVICE_FIELDS if k in host}
 
     def _buffers_for(self, n: int) -> dict[str, np.ndarray]:
         if n not in self._buffers:

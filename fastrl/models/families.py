@@ -10,9 +10,11 @@ name.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
+from torch import nn
 
 from fastrl.models.base import (
     ModuleActorCritic,
@@ -24,7 +26,16 @@ from fastrl.models.base import (
 )
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
+from fastrl.models.recurrent import RecurrentActorCritic
 from fastrl.models.sac import SquashedGaussianActor
+
+
+def build_actor_critic(obs: gym.Space, act: gym.Space, algo: Any) -> nn.Module:
+    """The built-in actor-critic of the ``algo`` config section: recurrent with a core."""
+    if algo.core == "none":
+        return ActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs)
+    return RecurrentActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
+                                algo.core, algo.core_size)
 
 
 def _not_discrete(space: gym.Space) -> str | None:
@@ -42,8 +53,7 @@ def _not_bounded_box(space: gym.Space) -> str | None:
 #: A policy and a value head: ``act``, ``evaluate`` and ``value`` (ppo, appo, a2c).
 ACTOR_CRITIC = PolicyFamily(
     name="actor-critic",
-    build=lambda obs, act, algo: ActorCritic(obs, act, algo.hidden_sizes, algo.encoder,
-                                              algo.normalize_obs),
+    build=lambda obs, act, algo: build_actor_critic(obs, act, algo),
     wrap=lambda module, obs, act, algo: ModuleActorCritic(module, obs, act, algo),
     check_calls=check_actor_critic_calls,
     check_module_output=check_actor_critic_output,

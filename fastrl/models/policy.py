@@ -98,18 +98,18 @@ class PolicyHead:
         return action.long() - self._act_start
 
 
-class ActorCritic(PolicyHead, nn.Module):
-    """Separate actor and critic MLPs; Categorical head for Discrete, diagonal Gaussian
-    (state-independent std) for Box. Inputs are observations as the ring stores them,
-    with any number of leading batch dimensions."""
+class Heads(PolicyHead, nn.Module):
+    """The parts every built-in actor-critic has: the encoder, the action distribution and
+    separate actor and critic MLPs reading ``head_inputs`` features (the encoder's when
+    None)."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
-                 encoder: str = "auto", normalize_obs: bool = False):
+                 encoder: str = "auto", normalize_obs: bool = False,
+                 head_inputs: int | None = None):
         super().__init__()
         # one encoder feeds both heads: a CNN torso is most of the network's cost
         self._features = make_encoder(obs_space, encoder, normalize_obs)
         self._act_start = 0  # Discrete(n, start): the network's classes are 0..n-1
-        n_obs = self._features.size
         if isinstance(act_space, spaces.Discrete):
             self.continuous = False
             n_out = int(act_space.n)
@@ -124,8 +124,15 @@ class ActorCritic(PolicyHead, nn.Module):
             )
         self.act_shape = tuple(act_space.shape or ())
         self.legal_actions = action_mask(obs_space, act_space)
-        self.actor = mlp(n_obs, hidden, n_out, 0.01)
-        self.critic = mlp(n_obs, hidden, 1, 1.0)
+        n_in = self._features.size if head_inputs is None else head_inputs
+        self.actor = mlp(n_in, hidden, n_out, 0.01)
+        self.critic = mlp(n_in, hidden, 1, 1.0)
+
+
+class ActorCritic(Heads):
+    """Separate actor and critic MLPs; Categorical head for Discrete, diagonal Gaussian
+    (state-independent std) for Box. Inputs are observations as the ring stores them,
+    with any number of leading batch dimensions."""
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values of a batch of observations."""

@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import torch
 from numba import njit
 
 from fastrl.envs import BatchedEnv
 from fastrl.envs.batched import SlotRows, StepRows, step_into_of
 from fastrl.envs.source import EnvContractError
 from fastrl.memory.layout import pack_final_obs
-from fastrl.models.actors import Actor
+from fastrl.models.actors import Actor, RecurrentActor
 
 
 def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:
@@ -105,7 +106,9 @@ class Collector:
     (after every slot where a whole slot is one call). ``act_ns`` / ``env_ns`` / ``fill_ns``
     add up the time spent choosing actions, stepping envs, and filling slots in all (the
     rest of ``fill_ns`` is writing the slot). ``clip_rewards`` stores the sign of every
-    reward; the episode returns stay the env's.
+    reward; the episode returns stay the env's. A :class:`RecurrentActor` has its envs'
+    states zeroed where their episodes end, and stored at each slot's first step in the
+    slot's ``core_state``.
     """
 
     def __init__(
@@ -128,12 +131,18 @@ class Collector:
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
+        if isinstance(act, RecurrentActor):
+            act.start(n)
 
     def state(self) -> dict:
         """What continues this collector's episodes in another process: the envs themselves
-        (pickled by the caller, when they can be) and the per-env episode bookkeeping."""
-        return {"envs": self.envs, "obs": self.obs, "ep_return": self.ep_return,
-                "ep_length": self.ep_length, "episodes": self.episodes}
+        (pickled by the caller, when they can be), the per-env episode bookkeeping and a
+        recurrent actor's states."""
+        state = {"envs": self.envs, "obs": self.obs, "ep_return": self.ep_return,
+                 "ep_length": self.ep_length, "episodes": self.episodes}
+        if isinstance(self.act, RecurrentActor):
+            state["core_state"] = self.act.state.numpy().copy()
+        return state
 
     def restore(self, state: dict) -> None:
         """Continue from :meth:`state` (its envs replace, and close, the current ones)."""
@@ -141,6 +150,8 @@ class Collector:
         self.envs = state["envs"]
         for key in ("obs", "ep_return", "ep_length", "episodes"):
             getattr(self, key)[:] = state[key]
+        if isinstance(self.act, RecurrentActor) and "core_state" in state:
+            self.act.state = torch.from_numpy(state["core_state"])
 
     def fill(self, slot: dict[str, np.ndarray], slot_seq: int, policy_version: int) -> None:
         """Write ``len(slot['reward'])`` steps into ``slot`` (the slot numbered ``slot_seq``).
@@ -153,6 +164,8 @@ class Collector:
         clock = time.perf_counter_ns
         t_fill = clock()
         slot["obs"][0] = self.obs
+        if isinstance(self.act, RecurrentActor):
+            slot["core_state"][...] = self.act.state.numpy()
         actions_into = getattr(self.act, "actions_into", None)
         rollout_into = getattr(self.envs, "rollout_into", None)
         if actions_into is not None and rollout_into is not None:
@@ -177,6 +190,7 @@ class Collector:
         """One actor call and one env step per time step; returns their nanoseconds."""
         clock = time.perf_counter_ns
         act, heartbeat, step_into = self.act, self.heartbeat, step_into_of(self.envs)
+        recurrent = isinstance(act, RecurrentActor)
         s_obs, s_action, s_logp, s_value, s_reward, s_term, s_trunc, s_boot = (
             slot[k] for k in ("obs", "action", "log_prob", "value", "reward", "terminated",
                               "truncated", "bootstrap_obs"))
@@ -196,6 +210,8 @@ class Collector:
             t3 = clock()
             if s_trunc[t].any():
                 self._keep_final_obs(slot, np.flatnonzero(s_trunc[t]), kept)
+            if recurrent:
+                act.episodes_ended(s_term[t] | s_trunc[t])
             act_ns += t1 - t0
             env_ns += t3 - t2
             heartbeat()

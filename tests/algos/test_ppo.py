@@ -14,6 +14,7 @@ from gymnasium import spaces
 from fastrl.algos.adam import Adam
 from fastrl.algos.ppo import PPO, compute_gae
 from fastrl.config import AlgoConfig, load_config
+from fastrl.models.families import build_actor_critic
 from fastrl.models.policy import ActorCritic
 
 G, L = 0.5, 0.5
@@ -59,10 +60,11 @@ def test_stale_final_observations_never_reach_the_network():
              "bootstrap_obs": torch.randint(10, 14, (N,))}
     ppo = PPO(policy, AlgoConfig(num_minibatches=2))
     after = torch.zeros(T, N)
-    everywhere = ppo._final_values_everywhere(batch, after.clone())
+    value_after = ppo._value_after(batch)
+    everywhere = ppo._final_values_everywhere(batch, after.clone(), value_after)
     # (equal up to rounding: a matmul over fewer rows may sum in another order)
-    assert torch.allclose(everywhere, ppo._final_values_where_truncated(batch, after.clone()),
-                          atol=1e-6)
+    assert torch.allclose(everywhere, ppo._final_values_where_truncated(
+        batch, after.clone(), value_after), atol=1e-6)
     assert torch.isclose(everywhere[1, 0], policy.value(torch.tensor([12]))[0], atol=1e-6)
     stats = ppo.update(batch, 1e-3)
     assert torch.isfinite(stats["policy_loss"]) and torch.isfinite(stats["value_loss"])
@@ -158,23 +160,41 @@ def test_update_takes_the_textbook_steps_and_reports_the_last_epoch(overrides):
     assert torch.allclose(torch.stack([stats[k] for k in names]), expected, atol=1e-6)
 
 
-def test_final_values_are_the_same_with_and_without_a_branch():
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_final_values_are_the_same_with_and_without_a_branch(core):
     # the CPU picks the truncated rows; a GPU computes every row and selects on the device
     torch.manual_seed(0)
-    policy = ActorCritic(spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2), [8])
+    obs_space, act_space = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2)
+    policy = build_actor_critic(obs_space, act_space, AlgoConfig(hidden_sizes=[8], core=core,
+                                                                 core_size=5))
     ppo = PPO(policy, AlgoConfig())
     T, N = 6, 4
     truncated = torch.rand(T, N) < 0.3
+    terminated = (torch.rand(T, N) < 0.2) & ~truncated
     rows = int(truncated.sum(0).max())
     batch = {"obs": torch.randn(T, N, 3), "final_obs": torch.randn(N, rows + 1, 3),
-             "truncated": truncated, "bootstrap_obs": torch.randn(N, 3)}
+             "truncated": truncated, "terminated": terminated,
+             "bootstrap_obs": torch.randn(N, 3), "core_state": torch.randn(N, 10)}
+    value_after = ppo._value_after(batch)
     after = torch.randn(T, N)
-    picked = ppo._final_values_where_truncated(batch, after.clone())
+    picked = ppo._final_values_where_truncated(batch, after.clone(), value_after)
     t, n = truncated.nonzero(as_tuple=True)
     row = torch.tensor([int(truncated[:i + 1, j].sum()) - 1 for i, j in zip(t, n)])
-    assert torch.equal(picked[t, n], policy.value(batch["final_obs"][n, row]))
+    finals = batch["final_obs"][n, row]
+    if core == "none":
+        expected = policy.value(finals)
+    else:  # from the state after step t of env n, stepped by hand, reset after episode ends
+        state, after_step = batch["core_state"].clone(), []
+        for i in range(T):
+            state = policy._step(policy._features(batch["obs"][i]), state)
+            after_step.append(state)
+            state = state * ~(truncated[i] | terminated[i])[:, None]
+        expected = policy.value(finals, torch.stack(after_step)[t, n])
+    assert torch.allclose(picked[t, n], expected, atol=1e-6)
     # (equal up to rounding: a matmul over fewer rows may sum in another order)
-    assert torch.allclose(picked, ppo._final_values_everywhere(batch, after.clone()), atol=1e-6)
+    assert torch.allclose(picked, ppo._final_values_everywhere(batch, after.clone(),
+                                                               value_after), atol=1e-6)
     assert not torch.equal(picked, after)  # some rows were truncated and rewritten
     none = {**batch, "truncated": torch.zeros(T, N, dtype=torch.bool)}
-    assert torch.equal(ppo._final_values_where_truncated(none, after.clone()), after)
+    assert torch.equal(ppo._final_values_where_truncated(none, after.clone(), value_after),
+                       after)

@@ -22,7 +22,9 @@ from fastrl.memory.layout import trajectory_layout
 from fastrl.memory.ring import Ring, TornSlot
 
 T, E, SLOTS = 4, 3, 3
-LAYOUT = trajectory_layout(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(5), T, E)
+# (a recurrent policy's: every DEVICE_FIELD, core_state included)
+LAYOUT = trajectory_layout(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(5), T, E,
+                           core_state_size=6)
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 

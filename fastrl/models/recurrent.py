@@ -1,0 +1,110 @@
+"""Recurrent actor-critic: the built-in encoder, an LSTM or GRU core, then the actor and
+critic MLPs (``algo.core``; sb3-contrib's RecurrentPPO and CleanRL's ppo_atari_lstm put the
+core in the same place).
+
+The core's state is one float32 vector per env (``state_size``; an LSTM's is ``h`` and
+``c`` joined). Workers keep each env's state, zero it where an episode starts, and store
+every env's state at a slot's first step in the slot (``core_state``); the learner replays
+each env's sequence of the slot from that state (:meth:`RecurrentActorCritic.unroll`),
+zeroing it again where an episode starts within the slot. Back-propagation is truncated at
+the slot's first step: the stored state is a constant.
+"""
+
+from __future__ import annotations
+
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from fastrl.models.policy import Heads
+
+CORES = ("none", "lstm", "gru")
+
+
+def is_recurrent(policy: nn.Module) -> bool:
+    """The policy carries a state from step to step (``state_size`` > 0)."""
+    return getattr(policy, "state_size", 0) > 0
+
+
+def episode_starts(terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+    """``[T, N]`` bool: True where an episode starts within a slot, after a step that ended
+    one. Row 0 is False: the state stored at a slot's first step was already zeroed there
+    by the worker."""
+    first = torch.zeros_like(terminated)
+    first[1:] = terminated[:-1] | truncated[:-1]
+    return first
+
+
+class RecurrentActorCritic(Heads):
+    """The actor-critic of fastrl.models.policy with an LSTM or GRU cell of ``core_size``
+    units between the encoder and the actor and critic MLPs (which the actor and critic
+    share, as the encoder)."""
+
+    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
+                 encoder: str = "auto", normalize_obs: bool = False, core: str = "lstm",
+                 core_size: int = 128):
+        super().__init__(obs_space, act_space, hidden, encoder, normalize_obs,
+                         head_inputs=core_size)
+        if core not in CORES[1:]:
+            raise ValueError(f"unknown core {core!r}; known: {', '.join(CORES[1:])}")
+        cell = nn.LSTMCell if core == "lstm" else nn.GRUCell
+        self.core = cell(self._features.size, core_size)
+        for name, param in self.core.named_parameters():
+            if name.startswith("bias"):
+                nn.init.zeros_(param)
+            else:
+                nn.init.orthogonal_(param, 1.0)
+        self.core_size = core_size
+        self.state_size = 2 * core_size if core == "lstm" else core_size
+
+    def initial_state(self, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        """The state of ``n`` envs at an episode's first step: zeros ``[n, state_size]``."""
+        return torch.zeros(n, self.state_size, device=device)
+
+    def _step(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The state after one step of features ``x`` ``[B, F]`` from ``state``."""
+        if isinstance(self.core, nn.LSTMCell):
+            h, c = self.core(x, state.chunk(2, -1))
+            return torch.cat([h, c], -1)
+        return self.core(x, state)
+
+    def unroll(self, obs: torch.Tensor, first: torch.Tensor,
+               state: torch.Tensor) -> torch.Tensor:
+        """The state after each step of sequences ``obs`` ``[T, B, ...]`` from ``state``
+        ``[B, state_size]``, zeroed before the steps where ``first`` ``[T, B]``: ``[T, B,
+        state_size]`` (the state after step ``t``, before any reset at ``t + 1``)."""
+        x = self._features(obs)  # every step's features in one batched call
+        keep = (~first).unsqueeze(-1).to(x.dtype)
+        states = []
+        for t in range(x.shape[0]):
+            state = self._step(x[t], state * keep[t])
+            states.append(state)
+        return torch.stack(states)
+
+    def _output(self, state: torch.Tensor) -> torch.Tensor:
+        """What the heads read of a state: its ``h``."""
+        return state[..., :self.core_size]
+
+    def value(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The values of observations ``[B, ...]`` seen from ``state`` ``[B, state_size]``
+        (the state after the step before them)."""
+        out = self._step(self._features(obs), state)
+        return self.critic(self._output(out)).squeeze(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False):
+        """``(action, log_prob, value, next_state)`` for a batch of observations and the
+        envs' states; ``deterministic`` takes the mode (evaluation)."""
+        state = self._step(self._features(obs), state)
+        out = self._output(state)
+        action, log_prob = self._choose(self._masked(self.actor(out), obs), deterministic)
+        return action, log_prob, self.critic(out).squeeze(-1), state
+
+    def evaluate_sequences(self, obs: torch.Tensor, action: torch.Tensor,
+                           first: torch.Tensor, state: torch.Tensor):
+        """``(log_prob, entropy, value)`` ``[T, B]`` of stored actions ``[T, B, ...]``,
+        replaying each sequence from its stored ``state`` (see :meth:`unroll`)."""
+        out = self._output(self.unroll(obs, first, state))
+        log_prob, entropy = self._log_prob_entropy(self._masked(self.actor(out), obs),
+                                                   self._flat_action(action))
+        return log_prob, entropy, self.critic(out).squeeze(-1)
