@@ -41,6 +41,7 @@ class ZooEntry:
     atari: bool = False  # the zoo's ``atari`` entry: AtariWrapper, 4 frames stacked, CnnPolicy
     net: Callable[[], dict[str, Any]] | None = None  # policy_kwargs that need torch
     package: str = "stable_baselines3"  # where the algorithm class lives (or sb3_contrib)
+    policy: str = ""  # the policy's name, when not MlpPolicy (CnnPolicy for atari)
 
 
 def _mujoco_ppo_net() -> dict[str, Any]:
@@ -79,6 +80,13 @@ ZOO: dict[str, ZooEntry] = {
     # n_invalid_actions=60), gamma=0.4; the rest: SB3's PPO defaults), on its seeded twin
     "identity-masked-ppo": ZooEntry("MaskablePPO", "fastrl.envs.identity:MaskedIdentity-v0",
                                     1, 300_000, dict(gamma=0.4), package="sb3_contrib"),
+    # hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (MlpLstmPolicy's defaults: an LSTM of 256
+    # units, the critic's own, then 64x64 tanh MLPs)
+    "cartpole-novel-lstm": ZooEntry("RecurrentPPO", "fastrl.envs.partial:CartPoleNoVel-v1", 8,
+                                    100_000, dict(
+        n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+        learning_rate=_linear(0.001), clip_range=_linear(0.2)), normalize=True,
+        package="sb3_contrib", policy="MlpLstmPolicy"),
     # hyperparams/ppo.yml, atari (the ALE/ id with frameskip=1: AtariWrapper skips frames)
     "breakout-ppo": ZooEntry("PPO", "ALE/Breakout-v5", 8, 10_000_000, dict(
         n_steps=128, n_epochs=4, batch_size=256, learning_rate=_linear(2.5e-4),
@@ -158,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = dict(entry.kwargs)
     if entry.net:
         kwargs["policy_kwargs"] = entry.net()
-    policy = "CnnPolicy" if entry.atari else "MlpPolicy"
+    policy = entry.policy or ("CnnPolicy" if entry.atari else "MlpPolicy")
     algo_cls = getattr(importlib.import_module(entry.package), entry.algo)
     try:
         model = algo_cls(policy, env, seed=args.seed, device="cpu", verbose=0, **kwargs)

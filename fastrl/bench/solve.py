@@ -81,6 +81,9 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     Task("identity-masked-ppo", "masked_ppo.yaml", 90.0, (
         Peer("sb3-contrib MaskablePPO", ("--task", "identity-masked-ppo")),
     ), max_steps=300_000, max_seconds=900.0),
+    Task("cartpole-novel-lstm", "cartpole_novel_lstm.yaml", 475.0, (
+        Peer("sb3-contrib RecurrentPPO", ("--task", "cartpole-novel-lstm")),
+    ), max_steps=300_000, max_seconds=1200.0),
     Task("breakout-ppo", "atari_ppo.yaml", 5.0, (
         Peer("SB3 PPO DummyVecEnv", ("--task", "breakout-ppo", "--vec", "dummy")),
         Peer("SB3 PPO SubprocVecEnv", ("--task", "breakout-ppo", "--vec", "subproc")),
