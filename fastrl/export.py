@@ -10,6 +10,11 @@ network does to observations (one-hot, flattening, dtype casts, the 1/255 of uin
 ``algo.normalize_obs``'s running statistics) is part of the graph; the sidecar says whether
 there were statistics (``normalizer_baked_in``).
 
+A recurrent policy's artifact (``algo.core``) also takes the envs' states, input ``state``
+``[B, state_size]`` float32, and returns the states after the step as a second output,
+``next_state``: a caller feeds each step's ``next_state`` back in, and zeros where an
+episode starts (the sidecar's ``state`` says so).
+
 Formats: ``onnx`` (default; ``torch.onnx.export(dynamo=True)``, one ``.onnx`` file, needs the
 ``export`` extra) and ``torch-export`` (a ``torch.export`` ExportedProgram saved with
 ``torch.export.save``, ``.pt2``). A JSON sidecar ``<artifact>.json`` (written last) describes
@@ -58,6 +63,7 @@ from fastrl.models.encoders import RunningNorm, torch_dtype
 #: Format name -> file suffix of its artifact.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
 INPUT_NAME, OUTPUT_NAME = "obs", "action"
+STATE_IN, STATE_OUT = "state", "next_state"  # a recurrent policy's state input and output
 BATCH = "batch"  # name of the dynamic first dimension of the input and the output
 NEEDS = {"onnx": ("onnx", "onnxscript", "onnxruntime"), "torch-export": ()}
 INSTALL = "install with pip install -c constraints.txt -e '.[export]'"
@@ -72,11 +78,18 @@ class ExportError(RuntimeError):
     unknown format or one whose packages are not installed."""
 
 
-def input_names(obs_space: gym.Space) -> list[str]:
-    """The artifact's inputs: ``obs``, or ``obs.<leaf path>`` per leaf of a Dict or Tuple."""
+def input_names(obs_space: gym.Space, state_size: int = 0) -> list[str]:
+    """The artifact's inputs: ``obs``, or ``obs.<leaf path>`` per leaf of a Dict or Tuple;
+    then ``state`` for a recurrent policy (``state_size`` > 0)."""
     record = obs_record(obs_space)
-    return [INPUT_NAME] if record is None else \
+    names = [INPUT_NAME] if record is None else \
         [f"{INPUT_NAME}.{leaf.name}" for leaf in record.leaves]
+    return names + [STATE_IN] * (state_size > 0)
+
+
+def output_names(state_size: int = 0) -> list[str]:
+    """The artifact's outputs: ``action``, and ``next_state`` for a recurrent policy."""
+    return [OUTPUT_NAME] + [STATE_OUT] * (state_size > 0)
 
 
 def model_inputs(obs: np.ndarray, record: ObsRecord | None) -> list[np.ndarray]:
@@ -89,12 +102,14 @@ def model_inputs(obs: np.ndarray, record: ObsRecord | None) -> list[np.ndarray]:
 class DeterministicAction(nn.Module):
     """``obs -> action``: ``policy.act(obs, deterministic=True)[0]`` as fastrl stores actions
     (its dtype; clipped to the bounds of a Box). The module that is exported; for a Dict or
-    Tuple space it takes one tensor per leaf and hands the policy the nested leaves."""
+    Tuple space it takes one tensor per leaf and hands the policy the nested leaves; a
+    recurrent policy's takes the states last and returns ``(action, next_state)``."""
 
     def __init__(self, policy: nn.Module, obs_space: gym.Space, act_space: gym.Space) -> None:
         super().__init__()
         self.policy = policy
         self.record = obs_record(obs_space)
+        self.state_size = getattr(policy, "state_size", 0)
         _, dtype = storage_of(act_space, "action")
         self.dtype = torch_dtype(dtype)
         self.clipped = isinstance(act_space, spaces.Box)
@@ -102,11 +117,19 @@ class DeterministicAction(nn.Module):
             self.register_buffer("low", torch.as_tensor(act_space.low, dtype=self.dtype))
             self.register_buffer("high", torch.as_tensor(act_space.high, dtype=self.dtype))
 
-    def forward(self, *obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, *inputs: torch.Tensor) -> Any:
         """Deterministic actions ``[B, *act_shape]`` of observations ``[B, *obs_shape]``
-        (of each leaf's ``[B, *leaf_shape]``)."""
+        (of each leaf's ``[B, *leaf_shape]``); with the states ``[B, state_size]`` after
+        them, those actions and the states after the step."""
+        obs = inputs[:-1] if self.state_size else inputs
         nested = obs[0] if self.record is None else self.record.nest(list(obs))
-        action = self.policy.act(nested, deterministic=True)[0].to(self.dtype)
+        if not self.state_size:
+            return self._stored(self.policy.act(nested, deterministic=True)[0])
+        action, _, _, state = self.policy.act(nested, inputs[-1], deterministic=True)
+        return self._stored(action), state
+
+    def _stored(self, action: torch.Tensor) -> torch.Tensor:
+        action = action.to(self.dtype)
         return torch.clamp(action, self.low, self.high) if self.clipped else action
 
 
@@ -183,14 +206,22 @@ def _input_specs(obs_space: gym.Space) -> list[dict[str, Any]]:
             for name, leaf in zip(input_names(obs_space), record.leaves)]
 
 
+def _state_spec(name: str, state_size: int) -> list[dict[str, Any]]:
+    return [{"name": name, "shape": [BATCH, state_size], "dtype": "float32"}] * (state_size > 0)
+
+
 def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str, Any]:
     """The sidecar of ``loaded``'s policy exported to ``artifact``."""
     ckpt, plan = loaded.checkpoint, loaded.plan
+    state_size = getattr(loaded.policy, "state_size", 0)
     return {
         "format": fmt,
         "artifact": artifact.name,
-        "inputs": _input_specs(plan.obs_space),
-        "outputs": [_tensor_spec(OUTPUT_NAME, plan.act_space, "action")],
+        "inputs": _input_specs(plan.obs_space) + _state_spec(STATE_IN, state_size),
+        "outputs": [_tensor_spec(OUTPUT_NAME, plan.act_space, "action"),
+                    *_state_spec(STATE_OUT, state_size)],
+        "state": {"size": state_size, "core": loaded.config.algo.core,
+                  "at_episode_start": "zeros", "next": STATE_OUT} if state_size else None,
         "observation_space": describe_space(plan.obs_space, "observation"),
         "action_space": describe_space(plan.act_space, "action"),
         "action": ("policy.act(obs, deterministic=True)[0]"
@@ -240,6 +271,8 @@ def write_artifact(module: DeterministicAction, example: torch.Tensor, fmt: str,
     """Trace ``module`` on stored observations ``example`` (batch dimension dynamic) and
     write it to ``out``, its inputs named ``names``."""
     args = tuple(torch.from_numpy(x) for x in model_inputs(example.numpy(), module.record))
+    if module.state_size:
+        args += (torch.randn(len(example), module.state_size),)
     batch = torch.export.Dim(BATCH)
     dynamic = ({0: batch} for _ in args)
     module.eval()
@@ -248,7 +281,8 @@ def write_artifact(module: DeterministicAction, example: torch.Tensor, fmt: str,
             if fmt == "onnx":
                 torch.onnx.export(module, args, out, dynamo=True, external_data=False,
                                   dynamic_shapes=(tuple(dynamic),), input_names=names,
-                                  output_names=[OUTPUT_NAME], verbose=False)
+                                  output_names=output_names(module.state_size),
+                                  verbose=False)
             else:
                 torch.export.save(torch.export.export(module, args,
                                                       dynamic_shapes=(tuple(dynamic),)), out)
@@ -271,7 +305,7 @@ def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
     artifact.parent.mkdir(parents=True, exist_ok=True)
     module = DeterministicAction(loaded.policy, loaded.plan.obs_space, loaded.plan.act_space)
     write_artifact(module, sample_obs(loaded.plan.obs_space, EXAMPLE_ROWS), fmt, artifact,
-                   input_names(loaded.plan.obs_space))
+                   input_names(loaded.plan.obs_space, module.state_size))
     metadata = sidecar_metadata(loaded, fmt, artifact)
     sidecar = artifact.with_name(artifact.name + ".json")
     write_atomically(sidecar, (json.dumps(metadata, indent=2) + "\n").encode())
@@ -281,33 +315,57 @@ def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
 Runner = Callable[[np.ndarray], np.ndarray]
 
 
-def torch_runner(module: nn.Module, obs_space: gym.Space) -> Runner:
-    """Call a torch module on numpy observations as stored, returning numpy actions."""
+def _runner(step: Callable[[list[np.ndarray]], Any], obs_space: gym.Space,
+            state_size: int) -> Runner:
+    """``obs -> action`` over a call of the artifact's inputs; for a recurrent artifact
+    (``state_size`` > 0) the states carried from call to call, zeros at first and whenever
+    the batch size changes."""
     record = obs_record(obs_space)
+    if not state_size:
+        return lambda obs: step(model_inputs(obs, record))
+    state = np.zeros((0, state_size), np.float32)
 
     def run(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return module(*map(torch.from_numpy, model_inputs(obs, record))).numpy()
+        nonlocal state
+        if len(state) != len(obs):
+            state = np.zeros((len(obs), state_size), np.float32)
+        action, state = step([*model_inputs(obs, record), state])
+        return action
     return run
 
 
+def torch_runner(module: nn.Module, obs_space: gym.Space, state_size: int = 0) -> Runner:
+    """Call a torch module on numpy observations as stored, returning numpy actions (a
+    recurrent one's states carried from call to call, see :func:`_runner`)."""
+
+    def step(inputs: list[np.ndarray]) -> Any:
+        with torch.no_grad():
+            out = module(*map(torch.from_numpy, inputs))
+        return out.numpy() if state_size == 0 else tuple(x.numpy() for x in out)
+    return _runner(step, obs_space, state_size)
+
+
 def load_artifact(artifact: Path | str, fmt: str, obs_space: gym.Space,
-                  threads: int | None = None) -> Runner:
+                  threads: int | None = None, state_size: int = 0) -> Runner:
     """The exported policy as a function of numpy observations as stored: an onnxruntime
     session (``threads`` intra-op threads, default torch's count) or the ExportedProgram's
-    module."""
+    module; a recurrent one's (``state_size``, the sidecar's ``state.size``) carries its
+    states from call to call."""
     check_format(fmt)
     if fmt == "torch-export":
-        return torch_runner(torch.export.load(artifact).module(), obs_space)
+        return torch_runner(torch.export.load(artifact).module(), obs_space, state_size)
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads or torch.get_num_threads()
     session = onnxruntime.InferenceSession(str(artifact), options,
                                            providers=["CPUExecutionProvider"])
-    record, names = obs_record(obs_space), input_names(obs_space)
-    return lambda obs: session.run([OUTPUT_NAME],
-                                   dict(zip(names, model_inputs(obs, record))))[0]
+    names, outputs = input_names(obs_space, state_size), output_names(state_size)
+
+    def step(inputs: list[np.ndarray]) -> Any:
+        out = session.run(outputs, dict(zip(names, inputs)))
+        return out[0] if state_size == 0 else tuple(out)
+    return _runner(step, obs_space, state_size)
 
 
 def median_latency_s(run: Runner, obs: np.ndarray, calls: int) -> float:
@@ -335,6 +393,8 @@ def compare(exported: Runner, eager: Runner, obs_space: gym.Space,
     batch size the median latency of each and their ratio (eager / exported)."""
     batches = {n: sample_obs(obs_space, n).numpy() for n in LATENCY_BATCHES}
     largest = batches[max(LATENCY_BATCHES)]
+    # twice: a recurrent policy's second actions read the states its first call returned
+    exported(largest), eager(largest)
     agree = matching_actions(exported(largest), eager(largest))
     rows = []
     for n, obs in batches.items():
@@ -386,15 +446,16 @@ def main(argv: list[str] | None = None) -> int:
         check_format(ns.format)  # before the slow part: loading and tracing
         loaded = load_policy(ns.path)
         done = export_policy(loaded, ns.format, ns.out)
-        exported = load_artifact(done.artifact, ns.format, loaded.plan.obs_space, ns.threads)
+        exported = load_artifact(done.artifact, ns.format, loaded.plan.obs_space, ns.threads,
+                                 done.module.state_size)
     except (*INPUT_ERRORS, ExportError, OSError) as e:
         print(f"fastrl.export: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {done.artifact} ({ns.format}, {os.path.getsize(done.artifact):,} bytes) "
           f"and {done.sidecar.name}")
-    agree, rows = compare(exported, torch_runner(done.module, loaded.plan.obs_space),
-                          loaded.plan.obs_space,
-                          ns.repeats)
+    agree, rows = compare(exported, torch_runner(done.module, loaded.plan.obs_space,
+                                                 done.module.state_size),
+                          loaded.plan.obs_space, ns.repeats)
     n = max(LATENCY_BATCHES)
     print(f"actions equal to the eager policy's on {agree}/{n} sampled observations")
     print(latency_text(ns.format, rows, ns.repeats, ns.threads))

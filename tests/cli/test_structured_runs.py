@@ -1,7 +1,8 @@
 """Dict observations with an action mask, end to end through ``python -m fastrl.train``:
-every algorithm trains on them, on the local, serial and Ray runtimes, without a masked
-action ever reaching the env (PickLegal raises on one, and the run then fails), evaluates
-them, and exports them with one named input per leaf."""
+every algorithm trains on them, the actor-critic ones with a recurrent core too, on the
+local, serial and Ray runtimes, without a masked action ever reaching the env (PickLegal
+raises on one, and the run then fails), evaluates them, and exports them with one named
+input per leaf (and a recurrent policy's state in and out)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ RUNS = {
     "dqn": [*QUICK_DQN],
     "ppo-torch-actor": ["infra.worker_inference=torch"],
     "ppo-serial": ["infra.runtime=serial"],
+    "ppo-lstm": ["algo.core=lstm", "algo.core_size=16"],
+    "a2c-gru": ["algo.name=a2c", "algo.core=gru", "algo.core_size=16"],
+    "appo-lstm": ["algo.name=appo", "algo.core=lstm", "algo.core_size=16"],
+    "ppo-gru-serial": ["infra.runtime=serial", "algo.core=gru", "algo.core_size=16"],
 }
 
 
@@ -45,7 +50,8 @@ def test_masked_dict_observations_train_without_an_illegal_action(run, tmp_path,
 
 @pytest.mark.timeout(300)
 def test_masked_dict_observations_on_the_ray_runtime(tmp_path, no_shm_residue):
-    proc = train_main([*PICK, "infra.runtime=ray"], tmp_path)
+    proc = train_main([*PICK, "infra.runtime=ray", "algo.core=gru", "algo.core_size=16"],
+                      tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert last_json(proc.stdout)["global_step"] >= 4096
 
@@ -60,21 +66,32 @@ def test_sac_trains_on_a_dict_of_vector_leaves(tmp_path, no_shm_residue):
 
 
 @pytest.mark.timeout(240)
-def test_export_takes_one_named_input_per_leaf(tmp_path, no_shm_residue):
-    assert train_main(PICK, tmp_path).returncode == 0
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_export_takes_one_named_input_per_leaf(core, tmp_path, no_shm_residue):
+    assert train_main([*PICK, f"algo.core={core}", "algo.core_size=8"],
+                      tmp_path).returncode == 0
     loaded = load_policy(tmp_path / "run")
     done = export_policy(loaded, "onnx", tmp_path / "pick.onnx")
     inputs = {i["name"]: (i["shape"], i["dtype"]) for i in done.metadata["inputs"]}
+    outputs = [i["name"] for i in done.metadata["outputs"]]
+    state = {"state": (["batch", 16], "float32")} if core == "lstm" else {}
     assert inputs == {"obs.action_mask": (["batch", 6], "int8"),
                       "obs.aux.0": (["batch", 3], "int8"),
                       "obs.aux.1": (["batch", 2], "float64"),
                       "obs.cue": (["batch"], "int64"),
-                      "obs.observation": (["batch", 6], "float32")}
-    assert json.loads(done.sidecar.read_text())["observation_space"]["kind"] == "Dict"
+                      "obs.observation": (["batch", 6], "float32"), **state}
+    assert outputs == ["action", *(["next_state"] if state else [])]
+    sidecar = json.loads(done.sidecar.read_text())
+    assert sidecar["observation_space"]["kind"] == "Dict"
+    assert (sidecar["state"] or {}).get("size") == (16 if state else None)
     obs = sample_obs(loaded.plan.obs_space, 64).numpy()
-    exported = load_artifact(done.artifact, "onnx", loaded.plan.obs_space)(obs)
-    np.testing.assert_array_equal(exported, torch_runner(done.module,
-                                                         loaded.plan.obs_space)(obs))
+    size = done.module.state_size
+    artifact = load_artifact(done.artifact, "onnx", loaded.plan.obs_space, state_size=size)
+    eager = torch_runner(done.module, loaded.plan.obs_space, size)
+    # three steps: a recurrent artifact's states go out and back in, as the eager policy's
+    for _ in range(3):
+        exported = artifact(obs)
+        np.testing.assert_array_equal(exported, eager(obs))
     legal = ObsRecord(loaded.plan.obs_space).views(obs)["action_mask"] != 0
     legal[~legal.any(1)] = True  # (no legal action: every one is)
     assert legal[np.arange(64), exported].all()  # the artifact honours the mask

@@ -1,4 +1,5 @@
-"""The examples train end to end: a custom Gymnasium-API env and a batched simulator.
+"""The examples train end to end: a custom Gymnasium-API env, a batched simulator, and a
+simulator with a dict observation, an action mask and a need for memory.
 
 A trained policy must close at least half of the gap between uniformly random actions and
 a hand-written controller, all three played on the run's own evaluation seeds; none of
@@ -18,10 +19,11 @@ import torch
 from gymnasium import spaces
 
 import fastrl
-from examples import batched_sim, custom_env
+from examples import batched_sim, custom_env, memory_doors
 from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource
 from fastrl.eval.harness import evaluate
+from fastrl.memory.records import ObsRecord
 from fastrl.runtime.supervisor import RunResult
 
 # Fraction of the random-to-controller gap a trained policy must close. The example configs
@@ -64,6 +66,24 @@ def hold_setpoint(obs: np.ndarray) -> np.ndarray:
     return np.clip(power, -1, 1)[:, None].astype(np.float32)
 
 
+class OpenTheCuedDoor:
+    """Doors: walk, remembering each env's cue, then open the door it showed (a memory
+    the harness's batch rows keep: env i is row i throughout)."""
+
+    def __init__(self) -> None:
+        self.record = ObsRecord(memory_doors.Doors().observation_space)
+        self.door = np.zeros(0, np.int64)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        leaves = self.record.views(obs)
+        if len(self.door) != len(obs):
+            self.door = np.zeros(len(obs), np.int64)
+        shown = leaves["cue"].any(1)
+        self.door[shown] = leaves["cue"][shown].argmax(1)
+        at_doors = leaves["action_mask"][:, memory_doors.WALK] == 0
+        return np.where(at_doors, 1 + self.door, memory_doors.WALK)
+
+
 def gap_closed(trainer: fastrl.Trainer, trained: float, controller: ArrayPolicy) -> float:
     """How much of the gap from random actions to ``controller`` a policy whose evaluation
     returned ``trained`` closes (1: as good as the controller)."""
@@ -88,7 +108,8 @@ def fit(trainer: fastrl.Trainer) -> RunResult:
 @pytest.mark.parametrize("example, env_fns, controller", [
     (custom_env, {"env_fn": custom_env.make_env}, walk_to_goal),
     (batched_sim, {"vector_env_fn": batched_sim.make_sim}, hold_setpoint),
-], ids=["custom_env", "batched_sim"])
+    (memory_doors, {"env_fn": memory_doors.make_env}, OpenTheCuedDoor()),
+], ids=["custom_env", "batched_sim", "memory_doors"])
 def test_example_learns(tmp_path, no_shm_residue, example, env_fns, controller):
     trainer = fastrl.Trainer(example.config(f"log.run_dir={tmp_path}"), **env_fns)
     result = fit(trainer)
@@ -112,7 +133,8 @@ def test_custom_env_example_trains_from_an_import_string(tmp_path, no_shm_residu
 @pytest.mark.parametrize("source", [
     EnvSource("GoalReach", {}, env_fn=custom_env.make_env),
     EnvSource("Thermostats", {}, vector_env_fn=batched_sim.make_sim),
-], ids=["custom_env", "batched_sim"])
+    EnvSource("Doors", {}, env_fn=memory_doors.make_env),
+], ids=["custom_env", "batched_sim", "memory_doors"])
 def test_examples_keep_the_env_contract(source):
     check_env(source, seed=3, steps=300)  # past episode ends (GoalReach 50, Thermostats 100)
 
