@@ -22,7 +22,7 @@ from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
 from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
-from fastrl.models.recurrent import CORES
+from fastrl.models.recurrent import CORES, NO_CORE
 
 
 @dataclass
@@ -65,7 +65,7 @@ class AlgoSettings:
                                   "statistics the learner updates from its batches (the "
                                   "actor-critic algorithms' built-in network; a Dict's or "
                                   "Tuple's Box leaves each by their own)")
-    core: str = setting("none", "recurrent core of the actor-critic algorithms' built-in "
+    core: str = setting(NO_CORE, "recurrent core of the actor-critic algorithms' built-in "
                         "network, between the encoder and the MLPs: none, lstm or gru (each "
                         "env's state kept by the workers, sequences replayed by the learner)",
                         choices=CORES)
@@ -346,7 +346,7 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                                             if cfg.algo.policy else "")
         raise ConfigError("config key 'algo.normalize_obs=true' needs the built-in network "
                           f"(algo.policy empty) of {which}, not {given}")
-    if cfg.algo.core != "none" and (algo.policy.name != "actor-critic" or cfg.algo.policy):
+    if cfg.algo.core != NO_CORE and (algo.policy.name != "actor-critic" or cfg.algo.policy):
         which = _names(lambda a: a.policy.name == "actor-critic")
         given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
                                             if cfg.algo.policy else "")

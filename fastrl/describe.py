@@ -64,6 +64,7 @@ from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
 from fastrl.memory.records import ObsRecord, obs_record
+from fastrl.models.recurrent import NO_CORE
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
 
@@ -196,7 +197,7 @@ def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
 def _core_part(cfg: MainConfig) -> dict[str, Any] | None:
     """The recurrent core of the built-in network (algo.core), None without one."""
     algo = cfg.algo
-    if algo.core == "none":
+    if algo.core == NO_CORE:
         return None
     state = (2 if algo.core == "lstm" else 1) * algo.core_size
     return {"kind": algo.core, "size": algo.core_size, "state_floats": state}

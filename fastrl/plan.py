@@ -24,6 +24,7 @@ from fastrl.memory.segments import check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
 from fastrl.models.masks import action_mask
+from fastrl.models.recurrent import NO_CORE
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 MAX_BANKS = 64  # weights kept for deterministic asynchrony, at most
@@ -180,7 +181,7 @@ def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
     not fit), else the family's built-in network (fastrl.models.families)."""
     family = algo.algorithm.policy
     if spec is not None:
-        if algo.core != "none":
+        if algo.core != NO_CORE:
             raise ConfigError(f"config key 'algo.core={algo.core}' is a part of the built-in "
                               "network; a user policy is trained as it is: leave it at none")
         return build_policy(spec, family, algo, obs_space, act_space)

@@ -25,7 +25,7 @@ from fastrl.algos.base import Algorithm, DataMode, RunConfig, set_lr
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 from fastrl.models.policy import ActorCritic
-from fastrl.models.recurrent import episode_starts, is_recurrent
+from fastrl.models.recurrent import NO_CORE, episode_starts, is_recurrent
 
 #: ``value_after(obs, env, step)``: see :meth:`PPO._value_after`
 ValueAfter = Callable[[torch.Tensor, torch.Tensor, Any], torch.Tensor]
@@ -290,7 +290,7 @@ def check_minibatches(cfg: RunConfig, slots: str) -> None:
             "at least 2 transitions"
         )
     envs = cfg.batch_slots * cfg.infra.envs_per_worker
-    if cfg.algo.core != "none" and envs % mb:
+    if cfg.algo.core != NO_CORE and envs % mb:
         raise ConfigError(
             f"config key 'algo.num_minibatches={mb}' must divide the {envs} env sequences "
             f"of a batch ({slots}*envs_per_worker): with algo.core={cfg.algo.core} a "

@@ -26,13 +26,13 @@ from fastrl.models.base import (
 )
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
-from fastrl.models.recurrent import RecurrentActorCritic
+from fastrl.models.recurrent import NO_CORE, RecurrentActorCritic
 from fastrl.models.sac import SquashedGaussianActor
 
 
 def build_actor_critic(obs: gym.Space, act: gym.Space, algo: Any) -> nn.Module:
     """The built-in actor-critic of the ``algo`` config section: recurrent with a core."""
-    if algo.core == "none":
+    if algo.core == NO_CORE:
         return ActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs)
     return RecurrentActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
                                 algo.core, algo.core_size)

@@ -18,7 +18,8 @@ from torch import nn
 
 from fastrl.models.policy import Heads
 
-CORES = ("none", "lstm", "gru")
+NO_CORE = "none"  # algo.core of a feed-forward network
+CORES = (NO_CORE, "lstm", "gru")
 
 
 def is_recurrent(policy: nn.Module) -> bool:

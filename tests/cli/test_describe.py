@@ -286,3 +286,18 @@ def test_a_dict_observation_s_leaves_and_mask_are_shown():
     assert "action mask: the observations' 'action_mask'; only legal actions" in text
     plain = describe(plan_run(load_config(None, TINY)))
     assert plain["env"]["observation_leaves"] is None and plain["env"]["action_mask"] is None
+
+
+@pytest.mark.parametrize("core, floats", [("lstm", 24), ("gru", 12)])
+def test_a_recurrent_run_says_so_and_its_slots_hold_the_states(core, floats):
+    report, plan = report_of([*TINY, f"algo.core={core}", "algo.core_size=12"])
+    assert report["rollout"]["core"] == {"kind": core, "size": 12, "state_floats": floats}
+    state = next(f for f in plan.layout.fields if f.name == "core_state")
+    assert state.shape == (plan.cfg.infra.envs_per_worker, floats)
+    # the states are not final observations: the rows saved are counted without them
+    assert report["buffer"]["final_obs"]["rings_bytes_saved"] == \
+        report_of(TINY)[0]["buffer"]["final_obs"]["rings_bytes_saved"]
+    article = "an" if core == "lstm" else "a"
+    assert f"recurrent: {article} {core.upper()} core of 12 units; each env's state " \
+        f"({floats} floats) is kept by its worker" in one_line(report)
+    assert report_of(TINY)[0]["rollout"]["core"] is None
