@@ -39,8 +39,8 @@ RUNS = {
 def test_masked_dict_observations_train_without_an_illegal_action(run, tmp_path,
                                                                    no_shm_residue):
     # (a2c takes one step a batch: no epochs or minibatches to set)
-    args = [a for a in PICK if run != "a2c" or not a.startswith(("algo.num_minibatches",
-                                                                  "algo.update_epochs"))]
+    args = [a for a in PICK if not run.startswith("a2c")
+            or not a.startswith(("algo.num_minibatches", "algo.update_epochs"))]
     proc = train_main([*args, *RUNS[run]], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = last_json(proc.stdout)
@@ -98,7 +98,7 @@ def test_export_takes_one_named_input_per_leaf(core, tmp_path, no_shm_residue):
     assert legal[np.arange(64), exported].all()  # the artifact honours the mask
 
 
-#: a GRU PPO that learns fastrl/Recall-v0 (4 cues, 6 blank steps) in about 30k steps
+#: a GRU PPO that learns fastrl/Recall-v0 (4 cues, 6 blank steps) in about 13k steps, 5 s
 RECALL = ["env.id=fastrl/Recall-v0", "algo.core=gru", "algo.core_size=32",
           "algo.hidden_sizes=[32]", "algo.lr=2e-3", "algo.total_steps=150000",
           "algo.target_return=0.95", "infra.num_workers=2", "infra.envs_per_worker=8",
@@ -106,8 +106,7 @@ RECALL = ["env.id=fastrl/Recall-v0", "algo.core=gru", "algo.core_size=32",
           "log.console=false", "log.run_name=run"]
 
 
-@pytest.mark.slow  # trains to a bar
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(240)
 def test_a_recurrent_policy_recalls_the_cue(tmp_path, no_shm_residue):
     # Without memory the query step looks alike for every cue: 1/4 at best
     # (tests/envs/test_recall.py); with a GRU core the evaluation reaches 0.95.
