@@ -54,6 +54,19 @@ def fill(coll: Collector, layout, seq: int) -> dict[str, np.ndarray]:
     return {k: v.copy() for k, v in slot.items()}
 
 
+def assert_replayed(policy: RecurrentActorCritic, slot: dict[str, np.ndarray]) -> torch.Tensor:
+    """The learner's replay of ``slot`` from its stored states gives the log-probs and
+    values the worker stored; returns where it reset the states (episode starts)."""
+    batch = {k: torch.from_numpy(v) for k, v in slot.items()}
+    first = episode_starts(batch["terminated"], batch["truncated"])
+    with torch.no_grad():
+        log_prob, _, value = policy.evaluate_sequences(batch["obs"], batch["action"], first,
+                                                       batch["core_state"])
+    torch.testing.assert_close(log_prob, batch["log_prob"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(value, batch["value"], atol=1e-5, rtol=0)
+    return first
+
+
 @pytest.mark.parametrize("core", ["lstm", "gru"])
 def test_the_learner_replays_what_the_worker_did(core):
     # Episodes of 3 steps in slots of 6: one ends at each slot's last step, so the next
@@ -68,14 +81,8 @@ def test_the_learner_replays_what_the_worker_did(core):
     assert not second["core_state"].any()  # episodes ended at the first slot's last step
     third = fill(coll, layout, 2)  # (Count-v0's episodes restart: the same 3 steps)
     for slot in (first_slot, second, third):
-        batch = {k: torch.from_numpy(v) for k, v in slot.items()}
-        first = episode_starts(batch["terminated"], batch["truncated"])
+        first = assert_replayed(policy, slot)
         assert first[3].all() and not first[[0, 1, 2, 4, 5]].any()
-        with torch.no_grad():
-            log_prob, _, value = policy.evaluate_sequences(batch["obs"], batch["action"],
-                                                           first, batch["core_state"])
-        torch.testing.assert_close(log_prob, batch["log_prob"], atol=1e-5, rtol=0)
-        torch.testing.assert_close(value, batch["value"], atol=1e-5, rtol=0)
 
 
 def test_a_slot_stores_the_state_mid_episode():
@@ -88,12 +95,7 @@ def test_a_slot_stores_the_state_mid_episode():
     slot = fill(coll, layout, 1)
     assert np.abs(slot["core_state"]).min() > 0  # carried over, not reset
     np.testing.assert_array_equal(slot["core_state"], carried.numpy())
-    batch = {k: torch.from_numpy(v) for k, v in slot.items()}
-    first = episode_starts(batch["terminated"], batch["truncated"])
-    with torch.no_grad():
-        log_prob, _, _ = policy.evaluate_sequences(batch["obs"], batch["action"], first,
-                                                   batch["core_state"])
-    torch.testing.assert_close(log_prob, batch["log_prob"], atol=1e-5, rtol=0)
+    assert_replayed(policy, slot)
 
 
 def test_a_resumed_collector_continues_the_states_bit_for_bit():
