@@ -16,7 +16,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fastrl.algos.base import Algorithm, DataMode, ReplayConfig
+from fastrl.algos.base import Algorithm, DataMode, ReplayConfig, changed_from_default
 from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
@@ -352,6 +352,9 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                                             if cfg.algo.policy else "")
         raise ConfigError(f"config key 'algo.core={cfg.algo.core}' is a part of the built-in "
                           f"network (algo.policy empty) of {which}, not of {given}")
+    if cfg.algo.core == NO_CORE and changed_from_default(cfg.algo, ["core_size"]):
+        raise ConfigError(f"config key 'algo.core_size={cfg.algo.core_size}' sizes a "
+                          "recurrent core; algo.core=none has none: set algo.core=lstm or gru")
     if cfg.algo.normalize_reward and not algo.data.on_policy:
         raise ConfigError("config key 'algo.normalize_reward=true' scales the batches of "
                           f"{_names(lambda a: a.data.on_policy and a.trains)}, not "

@@ -59,6 +59,7 @@ from fastrl.memory.layout import storage_of
 from fastrl.memory.records import ObsRecord, obs_record
 from fastrl.models.base import sample_obs
 from fastrl.models.encoders import RunningNorm, torch_dtype
+from fastrl.models.recurrent import state_size
 
 #: Format name -> file suffix of its artifact.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
@@ -109,7 +110,7 @@ class DeterministicAction(nn.Module):
         super().__init__()
         self.policy = policy
         self.record = obs_record(obs_space)
-        self.state_size = getattr(policy, "state_size", 0)
+        self.state_size = state_size(policy)
         _, dtype = storage_of(act_space, "action")
         self.dtype = torch_dtype(dtype)
         self.clipped = isinstance(act_space, spaces.Box)
@@ -213,15 +214,15 @@ def _state_spec(name: str, state_size: int) -> list[dict[str, Any]]:
 def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str, Any]:
     """The sidecar of ``loaded``'s policy exported to ``artifact``."""
     ckpt, plan = loaded.checkpoint, loaded.plan
-    state_size = getattr(loaded.policy, "state_size", 0)
+    size = state_size(loaded.policy)
     return {
         "format": fmt,
         "artifact": artifact.name,
-        "inputs": _input_specs(plan.obs_space) + _state_spec(STATE_IN, state_size),
+        "inputs": _input_specs(plan.obs_space) + _state_spec(STATE_IN, size),
         "outputs": [_tensor_spec(OUTPUT_NAME, plan.act_space, "action"),
-                    *_state_spec(STATE_OUT, state_size)],
-        "state": {"size": state_size, "core": loaded.config.algo.core,
-                  "at_episode_start": "zeros", "next": STATE_OUT} if state_size else None,
+                    *_state_spec(STATE_OUT, size)],
+        "state": {"size": size, "core": loaded.config.algo.core,
+                  "at_episode_start": "zeros", "next": STATE_OUT} if size else None,
         "observation_space": describe_space(plan.obs_space, "observation"),
         "action_space": describe_space(plan.act_space, "action"),
         "action": ("policy.act(obs, deterministic=True)[0]"

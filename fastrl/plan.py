@@ -24,7 +24,7 @@ from fastrl.memory.segments import check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
 from fastrl.models.masks import action_mask
-from fastrl.models.recurrent import NO_CORE
+from fastrl.models.recurrent import NO_CORE, state_size
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 MAX_BANKS = 64  # weights kept for deterministic asynchrony, at most
@@ -217,6 +217,6 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     network = make_policy(cfg.algo, obs_space, act_space, policy)
     num_params = sum(p.numel() for p in network.parameters())
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
-                               max_episode_steps, getattr(network, "state_size", 0))
+                               max_episode_steps, state_size(network))
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
                    resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps)

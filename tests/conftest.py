@@ -217,18 +217,20 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session")
 def straight_run(tmp_path_factory):
-    """``straight_run(workers)``: the run folder of a finished uninterrupted local run of
-    TINY + STRAIGHT with ``workers`` workers, made on first use and shared after that (the
-    local and Ray stop-and-resume tests compare with it). Tests read it; none may change it."""
-    made: dict[int, Path] = {}
+    """``straight_run(workers, *overrides)``: the run folder of a finished uninterrupted
+    local run of TINY + STRAIGHT with ``workers`` workers (and ``overrides``), made on first
+    use and shared after that (the local and Ray stop-and-resume tests compare with it).
+    Tests read it; none may change it."""
+    made: dict[tuple, Path] = {}
 
-    def get(workers: int) -> Path:
-        if workers not in made:
+    def get(workers: int, *overrides: str) -> Path:
+        key = (workers, *overrides)
+        if key not in made:
             tmp = tmp_path_factory.mktemp(f"straight-{workers}")
-            proc = train_main([*TINY, f"infra.num_workers={workers}", *STRAIGHT,
+            proc = train_main([*TINY, f"infra.num_workers={workers}", *STRAIGHT, *overrides,
                                "log.run_name=straight"], tmp)
             assert proc.returncode == 0, proc.stderr
-            made[workers] = tmp / "straight"
-        return made[workers]
+            made[key] = tmp / "straight"
+        return made[key]
 
     return get

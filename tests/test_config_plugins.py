@@ -13,9 +13,10 @@ from fastrl.config import AlgoConfig, ConfigError, MainConfig, config_hash, load
 #: The default config's hash: the algorithms' plug-in sections must not move it (it was
 #: d99b3b0e before they became plug-ins, and until issue 18 added env.clip_rewards,
 #: env.atari, algo.encoder and algo.normalize_obs/normalize_reward, issue 19
-#: infra.worker_inference, issue 29 infra.deterministic, and issue 31 env.backend). A
-#: change of keys moves it on purpose; an accidental reordering of sections must not.
-DEFAULT_HASH = "e8bd01e6"
+#: infra.worker_inference, issue 29 infra.deterministic, issue 31 env.backend, and issue
+#: 32 algo.core/core_size). A change of keys moves it on purpose; an accidental reordering
+#: of sections must not.
+DEFAULT_HASH = "9787f4f7"
 
 
 def test_plugin_sections_keep_their_order_and_the_default_hash():

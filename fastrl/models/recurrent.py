@@ -23,8 +23,14 @@ CORES = (NO_CORE, "lstm", "gru")
 
 
 def is_recurrent(policy: nn.Module) -> bool:
-    """The policy carries a state from step to step (``state_size`` > 0)."""
-    return getattr(policy, "state_size", 0) > 0
+    """The policy is the built-in recurrent actor-critic (``algo.core``), which carries a
+    state from step to step (a user policy's attributes of any name mean nothing here)."""
+    return isinstance(policy, RecurrentActorCritic)
+
+
+def state_size(policy: nn.Module) -> int:
+    """Floats of state per env the policy carries: 0 unless :func:`is_recurrent`."""
+    return policy.state_size if is_recurrent(policy) else 0
 
 
 def episode_starts(terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:

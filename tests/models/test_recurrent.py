@@ -21,7 +21,13 @@ from fastrl.envs.source import EnvGroup, EnvSource
 from fastrl.memory.layout import trajectory_layout
 from fastrl.models.actors import RecurrentActor, policy_actor
 from fastrl.models.families import build_actor_critic
-from fastrl.models.recurrent import RecurrentActorCritic, episode_starts
+from fastrl.models.policy import ActorCritic
+from fastrl.models.recurrent import (
+    RecurrentActorCritic,
+    episode_starts,
+    is_recurrent,
+    state_size,
+)
 from fastrl.plan import make_policy
 from fastrl.rollout.collector import Collector
 
@@ -173,6 +179,7 @@ def test_ppo_minibatches_are_whole_env_sequences(monkeypatch):
     (["algo.core=lstm", "infra.num_workers=1", "infra.envs_per_worker=3",
       "algo.num_minibatches=2", "infra.rollout_len=8"], "whole sequences"),
     (["algo.core=rnn"], "algo.core"),
+    (["algo.core_size=64"], "algo.core=none has none"),
 ])
 def test_the_config_refuses_a_core_where_it_cannot_apply(overrides, words):
     with pytest.raises(ConfigError, match=words):
@@ -183,3 +190,11 @@ def test_a_user_policy_brings_its_own_memory():
     with pytest.raises(ConfigError, match="user policy"):
         make_policy(AlgoConfig(core="lstm"), BOX, spaces.Discrete(2),
                     torch.nn.Linear(3, 3))
+
+
+def test_only_the_built_in_core_makes_a_policy_recurrent():
+    # a user's policy may have an attribute of that name (a latent's size, say)
+    policy = ActorCritic(BOX, THREE, [8])
+    policy.state_size = 4
+    assert not is_recurrent(policy) and state_size(policy) == 0
+    assert state_size(recurrent("lstm")) == 12  # h and c of 6 units

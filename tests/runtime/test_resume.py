@@ -68,13 +68,17 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path, capf
     assert after[0][1] >= 0.5 * max(v for _, v in before[-2:]), (before, after)
 
 
-@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
-def test_stop_and_resume_gives_bit_identical_weights(workers, launch, tmp_path, straight_run,
-                                                     capfd):
+@pytest.mark.parametrize("workers, overrides", [
+    pytest.param(1, (), marks=pytest.mark.slow), (2, ()),
+    # a recurrent policy: the workers' per-env states are parked and restored too
+    pytest.param(2, ("algo.core=gru", "algo.core_size=8"), id="2-gru"),
+])
+def test_stop_and_resume_gives_bit_identical_weights(workers, overrides, launch, tmp_path,
+                                                     straight_run, capfd):
     # Fixed seed, max_policy_lag=0: "train to S" equals "train, SIGTERM at a random moment,
     # --resume, train to S" parameter for parameter (CPU, learner_threads=1).
-    straight = straight_run(workers)
-    interrupted = launch([f"infra.num_workers={workers}", *STRAIGHT,
+    straight = straight_run(workers, *overrides)
+    interrupted = launch([f"infra.num_workers={workers}", *STRAIGHT, *overrides,
                           "log.run_name=interrupted"])
     run = tmp_path / "interrupted"
     sigterm_when(interrupted, lambda: latest_valid(run)[0] is not None)
