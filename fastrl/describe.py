@@ -89,7 +89,7 @@ def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
                 "total_steps": cfg.algo.total_steps, "runtime": cfg.infra.runtime,
                 "processes": _processes(cfg), "ray_address": cfg.infra.ray_address},
         "env": _env_part(plan),
-        "rollout": _rollout_part(cfg, policy),
+        "rollout": {**_rollout_part(cfg, policy), "core": _core_part(plan)},
         "buffer": _buffer_part(plan),
         "learner": _learner_part(plan, policy),
         "weights": {"transport": f"{_memory(cfg)}-memory seqlock" + (
@@ -191,16 +191,21 @@ def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
             "envs_per_worker": infra.envs_per_worker,
             "total_envs": cfg.total_envs, "rollout_len": infra.rollout_len,
             "transitions_per_slot": infra.rollout_len * infra.envs_per_worker,
-            "actions": _actions(cfg), "policy": policy, "core": _core_part(cfg)}
+            "actions": _actions(cfg), "policy": policy}
 
 
-def _core_part(cfg: MainConfig) -> dict[str, Any] | None:
+def _core_state_floats(plan: RunPlan) -> int:
+    """Floats of state per env a slot stores (its core_state field; 0 without one)."""
+    return next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
+
+
+def _core_part(plan: RunPlan) -> dict[str, Any] | None:
     """The recurrent core of the built-in network (algo.core), None without one."""
-    algo = cfg.algo
+    algo = plan.cfg.algo
     if algo.core == NO_CORE:
         return None
-    state = (2 if algo.core == "lstm" else 1) * algo.core_size
-    return {"kind": algo.core, "size": algo.core_size, "state_floats": state}
+    return {"kind": algo.core, "size": algo.core_size,
+            "state_floats": _core_state_floats(plan)}
 
 
 def replay_nbytes(cfg: MainConfig, obs_space: Any, act_space: Any) -> int:
@@ -239,9 +244,8 @@ def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
     """How many final observations a slot keeps per env, and the ring bytes that saves
     against one per step."""
     infra = plan.cfg.infra
-    core = next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
     dense = trajectory_layout(plan.obs_space, plan.act_space, infra.rollout_len,
-                              infra.envs_per_worker, core_state_size=core)
+                              infra.envs_per_worker, core_state_size=_core_state_floats(plan))
     saved = (dense.nbytes - plan.layout.nbytes) * infra.ring_slots * infra.num_workers
     rows = next(f.shape[1] for f in plan.layout.fields if f.name == "final_obs")
     return {"rows_per_env": rows, "max_episode_steps": plan.max_episode_steps,
