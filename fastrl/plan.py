@@ -128,6 +128,12 @@ class RunPlan:
     policy_spec: Any = None  # a user's policy (class, import string or module), see make_policy
     schedule: SlotSchedule | None = None  # deterministic asynchrony, when on
     max_episode_steps: int | None = None  # the envs' declared time limit (sizes final_obs)
+    agents: tuple[str, ...] = ()  # a multi-agent env's possible agents, one row each
+
+    @property
+    def rows_per_env(self) -> int:
+        """Slot rows one env takes: one per agent (fastrl.envs.multiagent)."""
+        return max(1, len(self.agents))
 
     @property
     def slot_steps(self) -> int:
@@ -210,13 +216,28 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     probe = env.make([cfg.seed])
     obs_space, act_space = probe.observation_space, probe.action_space
     max_episode_steps = getattr(probe, "max_episode_steps", None)
+    agents = tuple(getattr(probe, "agents", None) or ())
     probe.close()
     infra = cfg.infra
+    check_rows(cfg, env.env_id, agents)
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
     network = make_policy(cfg.algo, obs_space, act_space, policy)
     num_params = sum(p.numel() for p in network.parameters())
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
-                               max_episode_steps, state_size(network))
+                               max_episode_steps, state_size(network), bool(agents))
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
-                   resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps)
+                   resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps,
+                   agents)
+
+
+def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:
+    """A multi-agent env takes one slot row per agent: ``infra.envs_per_worker`` counts
+    rows, so it must be a multiple of the agents."""
+    rows = cfg.infra.envs_per_worker
+    if agents and rows % len(agents):
+        a = len(agents)
+        raise ConfigError(
+            f"config key 'infra.envs_per_worker={rows}': env {env_id!r} has {a} agents, each "
+            f"a row of the slot, so envs_per_worker counts rows and must be a multiple of "
+            f"{a} (e.g. {a * max(1, rows // a)}: {max(1, rows // a)} envs x {a} agents)")

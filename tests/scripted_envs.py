@@ -11,6 +11,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+from pettingzoo import ParallelEnv
 
 
 class CountEnv(gym.Env):
@@ -280,3 +281,53 @@ class Jitter(gym.Wrapper):
 
 gym.register("JitterCartPole-v0", entry_point=lambda: Jitter(gym.make("CartPole-v1")))
 gym.register("JitterPendulum-v0", entry_point=lambda: Jitter(gym.make("Pendulum-v1")))
+
+
+class Relay(ParallelEnv):
+    """A PettingZoo Parallel env whose agents come and go: ``runner_0`` and ``runner_1``
+    from the reset on, ``chaser_0`` joins after the first step, ``runner_1`` terminates
+    after ``runner_steps`` steps, and all that are left truncate after ``length``.
+    Observation ``[agent index, t, episodes so far]``; reward ``action * (1 + agent
+    index)``, so an episode's return tells what its agent did. ``breaks`` names one way to
+    break the multi-agent contract."""
+
+    metadata = {"name": "relay_v0"}
+    possible_agents = ["runner_0", "runner_1", "chaser_0"]
+
+    def __init__(self, length: int = 5, runner_steps: int = 2, breaks: str = "") -> None:
+        self.length, self.runner_steps, self.breaks = length, runner_steps, breaks
+        self.episodes, self.t, self.agents = -1, 0, []
+
+    def observation_space(self, agent):
+        wide = self.breaks == "spaces" and agent == "chaser_0"
+        return gym.spaces.Box(-np.inf, np.inf, (4 if wide else 3,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def _obs(self, agent: str) -> np.ndarray:
+        index = self.possible_agents.index(agent)
+        return np.array([index, self.t, self.episodes], np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.episodes, self.t = self.episodes + 1, 0
+        self.agents = ["runner_0", "runner_1"]
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        rewards = {a: float(actions[a]) * (1 + self.possible_agents.index(a))
+                   for a in self.agents}
+        if self.breaks == "reward_array":
+            rewards = {a: np.array([r]) for a, r in rewards.items()}
+        terms = {a: a == "runner_1" and self.t >= self.runner_steps for a in self.agents}
+        truncs = {a: self.t >= self.length for a in self.agents}
+        observations = {a: self._obs(a) for a in self.agents}
+        left = [a for a in self.agents if not (terms[a] or truncs[a])]
+        if self.breaks == "leave_silently" and self.t == 1:
+            left.remove("runner_1")
+        if self.t == 1 and self.t < self.length:
+            left.append("chaser_0")
+            observations["chaser_0"] = self._obs("chaser_0")
+        self.agents = left
+        return observations, rewards, terms, truncs, {a: {} for a in observations}

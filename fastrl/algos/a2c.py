@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from fastrl.algos.base import Algorithm, DataMode, RunConfig, changed_from_default, set_lr
-from fastrl.algos.ppo import PPO, explained_variance, normalized
+from fastrl.algos.ppo import PPO, explained_variance, masked_mean, normalized, step_weights
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 
@@ -29,15 +29,18 @@ class A2C(PPO):
         set_lr(self.optimizer, lr)
         adv, returns = (x.flatten() for x in self.advantages(batch))
         logp, entropy, value = (x.flatten() for x in self.evaluate_batch(batch))
+        w = step_weights(batch)
+        w = None if w is None else w.flatten()
         if cfg.norm_adv:
-            adv = normalized(adv)
-        pg_loss = -(adv * logp).mean()
-        v_loss = 0.5 * ((value - returns) ** 2).mean()
-        ent = entropy.mean()
+            adv = normalized(adv, w)
+        pg_loss = masked_mean(-(adv * logp), w)
+        v_loss = 0.5 * masked_mean((value - returns) ** 2, w)
+        ent = masked_mean(entropy, w)
         grad_norm = self.step(pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss)
         return {"policy_loss": pg_loss.detach(), "value_loss": v_loss.detach(),
                 "entropy": ent.detach(), "grad_norm": grad_norm,
-                "explained_variance": explained_variance(returns, batch["value"].flatten())}
+                "explained_variance": explained_variance(returns, batch["value"].flatten(),
+                                                         w)}
 
 
 def check_config(cfg: RunConfig) -> None:

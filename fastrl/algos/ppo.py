@@ -60,20 +60,38 @@ def compute_gae(
     return torch.stack(adv[::-1])
 
 
-def explained_variance(returns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+def masked_mean(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """The mean of ``x``, or with ``weight`` (1 where a step counts, 0 for a multi-agent
+    env's padding, fastrl.envs.multiagent) the mean of the steps that count."""
+    if weight is None:
+        return x.mean()
+    return (x * weight).sum() / weight.sum().clamp(min=1)
+
+
+def _variance(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    if weight is None:
+        return x.var()
+    return masked_mean((x - masked_mean(x, weight)) ** 2, weight)
+
+
+def explained_variance(returns: torch.Tensor, values: torch.Tensor,
+                       weight: torch.Tensor | None = None) -> torch.Tensor:
     """``1 - Var(returns - values) / Var(returns)`` (NaN when the returns do not vary), a
-    0-d tensor on their device."""
-    var_y = returns.var()
-    return torch.where(var_y > 0, 1 - (returns - values).var() / var_y, torch.nan)
+    0-d tensor on their device; over the steps that count, with ``weight``."""
+    var_y = _variance(returns, weight)
+    return torch.where(var_y > 0, 1 - _variance(returns - values, weight) / var_y, torch.nan)
 
 
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm")
 APPROX_KL = STAT_NAMES.index("approx_kl")
 
 
-def normalized(adv: torch.Tensor) -> torch.Tensor:
-    """Advantages shifted and scaled to zero mean and unit standard deviation."""
-    return (adv - adv.mean()) / (adv.std() + 1e-8)
+def normalized(adv: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Advantages shifted and scaled to zero mean and unit standard deviation (of the steps
+    that count, with ``weight``)."""
+    if weight is None:
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+    return (adv - masked_mean(adv, weight)) / (_variance(adv, weight).sqrt() + 1e-8)
 
 
 class PPO:
@@ -184,36 +202,39 @@ class PPO:
         n = len(data["log_prob"])  # transitions, or env sequences of a recurrent policy
         mb_size = n // cfg.num_minibatches
         whole = cfg.num_minibatches == 1  # the same minibatch, in any order, every epoch
+        weights = data.get("weight")
         if whole and cfg.norm_adv:
-            data["adv"] = normalized(data["adv"])
+            data["adv"] = normalized(data["adv"], weights)
         for epoch in range(cfg.update_epochs):
             measure = cfg.target_kl is not None or epoch == cfg.update_epochs - 1
             measured: list[torch.Tensor] = []
             perm = None if whole else torch.randperm(n, device=adv.device)
             for start in range(0, n, mb_size):
                 mb = slice(None) if perm is None else perm[start : start + mb_size]
+                w = None if weights is None else weights[mb]
                 logp, entropy, value = self._evaluate(data, mb)
                 log_ratio = logp - data["log_prob"][mb]
                 ratio = log_ratio.exp()
                 mb_adv = data["adv"][mb]
                 if not whole and cfg.norm_adv:
-                    mb_adv = normalized(mb_adv)
-                pg_loss = torch.max(
+                    mb_adv = normalized(mb_adv, w)
+                pg_loss = masked_mean(torch.max(
                     -mb_adv * ratio,
                     -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
-                ).mean()
-                v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb])
+                ), w)
+                v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb], w)
                 loss = pg_loss + cfg.vf_coef * v_loss
                 if cfg.ent_coef:
-                    loss = loss - cfg.ent_coef * entropy.mean()
+                    loss = loss - cfg.ent_coef * masked_mean(entropy, w)
                 grad_norm = self.step(loss)
                 if measure:
                     measured.append(self._measure(pg_loss, v_loss, entropy, log_ratio.detach(),
-                                                  grad_norm))
+                                                  grad_norm, w))
             if cfg.target_kl is not None and measured[-1][APPROX_KL] > cfg.target_kl:
                 break
         out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
-        out["explained_variance"] = explained_variance(returns, batch["value"])
+        out["explained_variance"] = explained_variance(returns, batch["value"],
+                                                       step_weights(batch))
         return out
 
     def evaluate_batch(self, batch: dict[str, torch.Tensor]):
@@ -229,10 +250,14 @@ class PPO:
 
     def _units(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The batch's fields as the units minibatches take, along dim 0: transitions
-        ``[T*N, ...]`` (``obs``, ``action``, ``log_prob``, ``value``, ``adv``, ``returns``)
-        for a feed-forward policy; for a recurrent one, env sequences ``[N, T, ...]``,
-        with ``first`` (where an episode starts) and ``core_state``."""
+        ``[T*N, ...]`` (``obs``, ``action``, ``log_prob``, ``value``, ``adv``, ``returns``,
+        and ``weight`` where :func:`step_weights` gives one) for a feed-forward policy; for
+        a recurrent one, env sequences ``[N, T, ...]``, with ``first`` (where an episode
+        starts) and ``core_state``."""
         keys = ("obs", "action", "log_prob", "value", "adv", "returns")
+        weight = step_weights(batch)
+        if weight is not None:
+            batch, keys = {**batch, "weight": weight}, (*keys, "weight")
         if not self.recurrent:
             return {k: batch[k].flatten(0, 1) for k in keys}
         first = episode_starts(batch["terminated"], batch["truncated"])
@@ -250,24 +275,26 @@ class PPO:
         return tuple(x.T for x in out)
 
     def _value_loss(self, value: torch.Tensor, returns: torch.Tensor,
-                    old_values: torch.Tensor) -> torch.Tensor:
+                    old_values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
         """Half the squared error to the returns, clipped around the old values when
         ``clip_vloss``."""
         if not self.cfg.clip_vloss:
-            return 0.5 * ((value - returns) ** 2).mean()
+            return 0.5 * masked_mean((value - returns) ** 2, weight)
         clip = self.cfg.clip_coef
         v_clipped = old_values + (value - old_values).clamp(-clip, clip)
-        return 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
+        return 0.5 * masked_mean(torch.max((value - returns) ** 2, (v_clipped - returns) ** 2),
+                                 weight)
 
     @torch.no_grad()
     def _measure(self, pg_loss: torch.Tensor, v_loss: torch.Tensor, entropy: torch.Tensor,
-                 log_ratio: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor:
+                 log_ratio: torch.Tensor, grad_norm: torch.Tensor,
+                 weight: torch.Tensor | None) -> torch.Tensor:
         """One minibatch's statistics, in :data:`STAT_NAMES` order."""
         ratio = log_ratio.exp()
-        approx_kl = ((ratio - 1) - log_ratio).mean()
-        clip_frac = ((ratio - 1).abs() > self.cfg.clip_coef).float().mean()
-        return torch.stack([pg_loss.detach(), v_loss.detach(), entropy.mean(), approx_kl,
-                            clip_frac, grad_norm])
+        approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
+        clip_frac = masked_mean(((ratio - 1).abs() > self.cfg.clip_coef).float(), weight)
+        return torch.stack([pg_loss.detach(), v_loss.detach(), masked_mean(entropy, weight),
+                            approx_kl, clip_frac, grad_norm])
 
     def step(self, loss: torch.Tensor) -> torch.Tensor:
         """One optimizer step on ``loss``, gradients clipped at ``max_grad_norm``; returns
@@ -277,6 +304,13 @@ class PPO:
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         return grad_norm.detach()
+
+
+def step_weights(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """``[T, N]`` 1.0 where a step trains, 0.0 at a multi-agent env's padding (its
+    ``active`` field, fastrl.envs.multiagent); None for a batch without one."""
+    active = batch.get("active")
+    return None if active is None else active.to(batch["reward"].dtype)
 
 
 def check_minibatches(cfg: RunConfig, slots: str) -> None:

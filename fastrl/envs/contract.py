@@ -24,6 +24,7 @@ from gymnasium import spaces
 from gymnasium.utils.env_checker import data_equivalence
 
 from fastrl.envs.errors import EnvContractError, contract_violation, record_violation
+from fastrl.envs.multiagent import is_multi_agent
 from fastrl.envs.source import EnvSource
 from fastrl.memory.layout import storage_of
 from fastrl.memory.records import MASK_KEY, obs_record
@@ -34,10 +35,11 @@ def check_env(source: EnvSource, seed: int, steps: int = 64) -> None:
 
     A Gymnasium-API env is reset with ``seed``, compared with a fresh env reset with the same
     seed, then stepped ``steps`` times with seeded random actions (reset whenever an episode
-    ends); every observation, reward, flag and info is checked. A batched simulator is made
-    for ``[seed, seed + 1]``, compared likewise with a second instance, and stepped
-    ``steps`` times. Every env made is closed. Raises :class:`EnvContractError` naming the
-    env, the call, the field, what was expected and what came.
+    ends); every observation, reward, flag and info is checked. A batched simulator, or a
+    PettingZoo env as its rows (fastrl.envs.multiagent), is made for ``[seed, seed + 1]``,
+    compared likewise with a second instance, and stepped ``steps`` times. Every env made
+    is closed. Raises :class:`EnvContractError` naming the env, the call, the field, what
+    was expected and what came.
     """
     if source.batched:
         _check_batched_env(source, seed, steps)
@@ -74,6 +76,10 @@ def _preview(value: Any) -> str:
 def _check_gym_env(source: EnvSource, seed: int, steps: int) -> None:
     env_id = source.env_id
     with contextlib.closing(source.make_one()) as env:
+        if is_multi_agent(env):  # made parallel: checked as rows, as a batched simulator is
+            env.close()
+            _check_batched_env(source, seed, steps)
+            return
         check_obs = _obs_checker(env_id, env.observation_space)
         where = f"reset(seed={seed})"
         first = copy.deepcopy(_checked_reset(env_id, where, env.reset(seed=seed), check_obs))
@@ -195,7 +201,7 @@ def _check_batched_env(source: EnvSource, seed: int, steps: int) -> None:
         obs = first
         for _ in range(steps):
             actions = [sample(**_legal(masks(obs, i), sim.action_space))
-                       for i in range(len(seeds))]
+                       for i in range(sim.num_envs)]
             obs = sim.step(np.array(actions, dtype))[0]
 
 

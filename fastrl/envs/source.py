@@ -31,6 +31,8 @@ from fastrl.envs.errors import (
 )
 from fastrl.envs.masks import with_action_masks
 from fastrl.envs.mujoco import is_mujoco, prepare_mujoco
+from fastrl.envs.multiagent import ParallelEnvGroup, as_parallel, is_multi_agent, pettingzoo_factory
+from fastrl.envs.obs_store import ObsStore
 from fastrl.memory.layout import storage_of
 from fastrl.memory.records import obs_record
 
@@ -162,17 +164,25 @@ class EnvSource:
             return load_factory(ref, "env.vector_fn" if self.vector_env_fn else "env.fn")
         return ref
 
-    def make_one(self) -> gym.Env:
-        """One Gymnasium-API env (not for batched simulators)."""
+    def make_one(self) -> Any:
+        """One env (not for batched simulators): a Gymnasium-API env, or a PettingZoo env
+        under the Parallel API (an AEC one converted, fastrl.envs.multiagent)."""
         if self.env_fn is None:
-            return with_action_masks(make_env(self.env_id, self.kwargs, self.atari))
+            factory = pettingzoo_factory(self.env_id)
+            if factory is None:
+                return with_action_masks(make_env(self.env_id, self.kwargs, self.atari))
+        else:
+            factory = self._factory()
         try:
-            env = self._factory()(**self.kwargs)
+            env = factory(**self.kwargs)
         except TypeError as e:
             raise cannot_make(self.env_id, self.kwargs, e) from e
+        if is_multi_agent(env):
+            return as_parallel(env, self.env_id)
         if not isinstance(env, gym.Env):
-            raise EnvContractError(f"env {self.env_id!r}: its factory {self.env_fn!r} returned "
-                                   f"a {type(env).__name__}; expected a gymnasium.Env")
+            raise EnvContractError(
+                f"env {self.env_id!r}: its factory {self.env_fn or self.env_id!r} returned a "
+                f"{type(env).__name__}; expected a gymnasium.Env or a PettingZoo env")
         return with_action_masks(env)
 
     def make(self, seeds: list[int]) -> BatchedEnv:
@@ -180,7 +190,10 @@ class EnvSource:
         if self.backend == "envpool":
             return EnvPoolGroup(self.env_id, self.kwargs, self.atari, seeds)
         if not self.batched:
-            return EnvGroup(self, seeds)
+            envs = [self.make_one() for _ in seeds]
+            if is_multi_agent(envs[0]):
+                return ParallelEnvGroup(envs, self.env_id, seeds)
+            return EnvGroup(self, seeds, envs)
         if self.vector_env_fn is None:
             factory = BUILTIN_BATCHED[self.env_id]
         else:
@@ -237,10 +250,13 @@ class CheckedBatchedEnv:
                 f"env {env_id!r}: its batched simulator {type(sim).__name__} has no "
                 f"{', '.join(repr(m) for m in missing)}; see fastrl.envs.BatchedEnv for the "
                 "interface")
-        if getattr(sim, "num_envs", n) != n:
+        self.agents = tuple(getattr(sim, "agents", None) or ())
+        rows = n * max(1, len(self.agents))
+        if getattr(sim, "num_envs", rows) != rows:
+            per_agent = f", times its {len(self.agents)} agents" if self.agents else ""
             raise contract_violation(env_id, "the factory", "num_envs",
-                                     f"{n} (one env per seed)", sim.num_envs)
-        self.sim, self.env_id, self.num_envs = sim, env_id, n
+                                     f"{rows} (one env per seed{per_agent})", sim.num_envs)
+        self.sim, self.env_id, self.num_envs = sim, env_id, rows
         self.observation_space = sim.observation_space
         self.action_space = sim.action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
@@ -254,6 +270,11 @@ class CheckedBatchedEnv:
                                      "a positive int or None", self.max_episode_steps)
         if hasattr(sim, "rollout_into"):
             self.rollout_into = self._rollout_into
+
+    @property
+    def active(self) -> np.ndarray | None:
+        """A multi-agent simulator's live rows, where it says (fastrl.envs.multiagent)."""
+        return getattr(self.sim, "active", None)
 
     def _leaf_rows(self, rows: StepRows | SlotRows) -> StepRows | SlotRows:
         """``rows`` as the simulator writes them: for a Dict or Tuple space, the
@@ -317,65 +338,27 @@ class CheckedBatchedEnv:
 class EnvGroup(WritesRows):
     """``len(seeds)`` Gymnasium-API envs of one source behind the :class:`BatchedEnv` interface."""
 
-    def __init__(self, source: EnvSource, seeds: list[int]) -> None:
-        self.envs = [source.make_one() for _ in seeds]
+    def __init__(self, source: EnvSource, seeds: list[int],
+                 envs: list[gym.Env] | None = None) -> None:
+        self.envs = envs if envs is not None else [source.make_one() for _ in seeds]
         self._step_fns = [env.step for env in self.envs]
         self.env_id = source.env_id
         self.seeds = seeds
         self.num_envs = len(seeds)
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
-        self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
-        self._record = obs_record(self.observation_space)
+        self._store = ObsStore(self.env_id, self.observation_space)
         self._box_action = isinstance(self.action_space, gym.spaces.Box)
-        # Box observations must come in the space's dtype; others are converted on storing.
-        self._strict_dtype = isinstance(self.observation_space, gym.spaces.Box)
-        self._rows = own_rows(len(seeds), self._obs_shape, self._obs_dtype)
+        self._rows = own_rows(len(seeds), self._store.shape, self._store.dtype)
         # (an env.fn factory's envs may wrap a registered env in wrappers that truncate)
         self.max_episode_steps = None if source.env_fn is not None else \
             episode_step_limit(self.envs[0], source.atari)
-
-    def _store_obs(self, out: np.ndarray, i: int, obs: Any, where: str = "step()") -> None:
-        if self._record is not None:
-            self._store_record(out[i], obs, where)
-            return
-        arr = np.asarray(obs)
-        if arr.shape != self._obs_shape or self._strict_dtype and arr.dtype != self._obs_dtype:
-            raise contract_violation(
-                self.env_id, where, "the observation", f"a {self._obs_dtype} array of shape "
-                f"{self._obs_shape} (its observation space is {self.observation_space})", arr)
-        out[i] = arr
-
-    def _store_record(self, row: np.ndarray, obs: Any, where: str) -> None:
-        """A Dict or Tuple observation into its record ``row``, every leaf checked."""
-        wrong = self._record.check(obs)
-        if wrong:
-            raise record_violation(self.env_id, where, "the observation", wrong)
-        self._record.write(row, obs)
-
-    def _store_all(self, out: np.ndarray, observations: list) -> None:
-        """``out[:] = observations`` in one conversion; per env (to name the culprit) when
-        a shape is wrong."""
-        if self._record is not None:
-            for i, obs in enumerate(observations):
-                self._store_record(out[i], obs, "step()")
-            return
-        try:
-            arr = np.array(observations)
-        except ValueError:  # ragged shapes
-            arr = None
-        if arr is None or arr.shape[1:] != self._obs_shape or \
-                self._strict_dtype and arr.dtype != self._obs_dtype:
-            for i, obs in enumerate(observations):
-                self._store_obs(out, i, obs)
-            return
-        out[:] = arr
 
     def reset(self) -> np.ndarray:
         """Reset every env with its seed; returns the first observations ``[n, *obs]``."""
         for i, (env, seed) in enumerate(zip(self.envs, self.seeds)):
             obs, _ = env.reset(seed=seed)
-            self._store_obs(self._rows.obs, i, obs, "reset()")
+            self._store.one(self._rows.obs, i, obs, "reset()")
         return self._rows.obs
 
     def step_into(self, actions: np.ndarray, out: StepRows) -> None:
@@ -396,9 +379,9 @@ class EnvGroup(WritesRows):
         if len(ended):
             observations = list(observations)
             for i in ended.tolist():
-                self._store_obs(out.final_obs, i, observations[i])
+                self._store.one(out.final_obs, i, observations[i])
                 observations[i], _ = self.envs[i].reset()
-        self._store_all(out.obs, observations)
+        self._store.all(out.obs, observations)
 
     def _checked(self, rewards: tuple, terms: tuple, truncs: tuple):
         """``(reward, terminated, truncated)`` as arrays, each converted once and checked:

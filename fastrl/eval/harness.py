@@ -14,6 +14,7 @@ per seed. All the suite's envs step together, one batched forward per step.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -84,18 +85,23 @@ def evaluate_episodes(
     there and counted; the env is not reset then (an env resets only itself), so the seed's
     next episode continues from where the cut one stopped. ``should_stop`` is asked every
     step and raises :class:`~fastrl.memory.wait.Stopped` when true.
+
+    A multi-agent env (fastrl.envs.multiagent) plays each agent's episodes in its row; a
+    seed's return and length are the mean over its agents (agents that never play an
+    episode aside).
     """
-    n = len(seeds)
-    returns = np.zeros((n, episodes_per_seed))
-    lengths = np.zeros((n, episodes_per_seed), np.int64)
-    played = np.zeros(n, np.int64)  # finished episodes per env
+    envs = env.make(seeds)
+    n = envs.num_envs  # rows: len(seeds) times a multi-agent env's agents
+    returns = np.full((n, episodes_per_seed), np.nan)
+    lengths = np.full((n, episodes_per_seed), np.nan)
+    played = np.zeros(n, np.int64)  # finished episodes per row
     running_return, running_length = np.zeros(n), np.zeros(n, np.int64)
     # a recurrent policy's states: zeroed where an episode ends, not where one is cut
     memory = RecurrentActor(policy, True, device) if is_recurrent(policy) else None
-    envs = env.make(seeds)
     obs = envs.reset()
+    live = live_rows(envs)
     try:
-        while (played < episodes_per_seed).any():
+        while ((played < episodes_per_seed) & live).any():
             if should_stop():
                 raise Stopped
             if memory is None:
@@ -107,17 +113,28 @@ def evaluate_episodes(
             if memory is not None:
                 memory.episodes_ended(terminated | truncated)
             running_return += reward
-            running_length += 1
+            running_length += live
             ended = (terminated | truncated | (running_length >= max_steps)) & \
-                (played < episodes_per_seed)
+                (played < episodes_per_seed) & live
             rows = np.flatnonzero(ended)
             returns[rows, played[rows]] = running_return[rows]
             lengths[rows, played[rows]] = running_length[rows]
             played += ended
             running_return[ended], running_length[ended] = 0.0, 0
+            live = live_rows(envs)
     finally:
         envs.close()
-    return Episodes(list(seeds), returns, lengths)
+    per_seed = (len(seeds), n // len(seeds), episodes_per_seed)
+    with warnings.catch_warnings():  # (an agent that played no episode is NaN)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return Episodes(list(seeds), np.nanmean(returns.reshape(per_seed), 1),
+                        np.nanmean(lengths.reshape(per_seed), 1).round().astype(np.int64))
+
+
+def live_rows(envs: Any) -> np.ndarray:
+    """The rows whose agents are live now: a multi-agent env's ``active``, else all."""
+    active = getattr(envs, "active", None)
+    return np.ones(envs.num_envs, np.bool_) if active is None else active.copy()
 
 
 def evaluate(

@@ -33,6 +33,7 @@ from fastrl.core.process import (
     set_rng_state,
 )
 from fastrl.core.timing import StageTimer, timing_metrics
+from fastrl.envs.multiagent import agent_group
 from fastrl.learner.evaluations import Evaluations
 from fastrl.learner.feeds import AsyncFeed, DrainFeed, Feed, SyncFeed
 from fastrl.learner.offpolicy import ReplayFeed
@@ -138,7 +139,8 @@ class Learner:
             if plan.trains else None
         self.rings, self.weights, self.control = rings, weights, control
         self.timer = timer or StageTimer()
-        self.window = ReportWindow()  # what the next metrics report will say
+        # what the next metrics report will say
+        self.window = ReportWindow(tuple(agent_group(a) for a in plan.agents))
         self.feed = make_feed(plan, rings, weights, self.algo, self.policy, self.device,
                               self.window, self.timer)
         self.evals = Evaluations(plan, self.policy, self.device, control, metrics, self.timer,

@@ -26,9 +26,13 @@ def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]
 
 
 class ReportWindow:
-    """Statistics gathered since the last report."""
+    """Statistics gathered since the last report. ``agent_groups`` names the group of each
+    agent of a multi-agent env (by agent index, fastrl.envs.multiagent.agent_group): its
+    episodes are also reported per group."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent_groups: tuple[str, ...] = ()) -> None:
+        self.group_names = tuple(dict.fromkeys(agent_groups))
+        self._group_of = np.array([self.group_names.index(g) for g in agent_groups], np.int64)
         self.reset()
 
     def reset(self) -> None:
@@ -41,6 +45,7 @@ class ReportWindow:
         self._lengths: list[np.ndarray] = []
         self._steps: list[np.ndarray] = []  # the env step count at each episode's end
         self._times: list[np.ndarray] = []  # when the learner saw it end (Unix seconds)
+        self._groups: list[np.ndarray] = []  # a multi-agent env's: the agent's group
         self._lags = np.zeros(1, np.int64)  # transitions by policy lag
         self._noted = False
 
@@ -67,8 +72,12 @@ class ReportWindow:
         ``[T, N]``: an episode that ended at row ``t`` ended at env step
         ``steps_before + (t + 1) * N``; episodes are kept in the order they ended."""
         done = host["terminated"] | host["truncated"]
+        if "active" in host:  # (a multi-agent env's padding steps end no episode)
+            done &= host["active"]
         if done.any():
             rows, cols = np.nonzero(done)  # (row-major: ordered by the step they ended at)
+            if "agent_id" in host:
+                self._groups.append(self._group_of[host["agent_id"][rows, cols]])
             self._returns.append(host["episode_return"][rows, cols])
             self._lengths.append(host["episode_length"][rows, cols])
             self._steps.append(steps_before + (rows + 1) * done.shape[1])
@@ -88,6 +97,18 @@ class ReportWindow:
         return {name: np.concatenate(parts).tolist() if parts else []
                 for name, parts in columns.items()}
 
+    def _group_stats(self, returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+        """``episode/<group>/*``: :func:`ended_episode_stats` of each agent group's
+        episodes (a multi-agent env's)."""
+        if not self._groups:
+            return {}
+        groups, out = np.concatenate(self._groups), {}
+        for g, name in enumerate(self.group_names):
+            mine = groups == g
+            stats = ended_episode_stats(returns[mine], lengths[mine])
+            out.update({k.replace("episode/", f"episode/{name}/"): v for k, v in stats.items()})
+        return out
+
     def stats(self) -> dict[str, float | list[int]]:
         """Mean update statistics, ``episode/*`` of the episodes that ended, and the
         policy lag: ``policy_lag`` (the largest), ``policy_lag_mean`` and
@@ -97,8 +118,9 @@ class ReportWindow:
             means = self._sums / self._counts
             out.update(zip(self._keys, means.tolist()))  # the one device -> host transfer
         if self._returns:
-            out.update(ended_episode_stats(np.concatenate(self._returns),
-                                           np.concatenate(self._lengths)))
+            returns, lengths = np.concatenate(self._returns), np.concatenate(self._lengths)
+            out.update(ended_episode_stats(returns, lengths))
+            out.update(self._group_stats(returns, lengths))
         if self._noted:
             lags = np.arange(len(self._lags))
             out["policy_lag"] = int(lags[self._lags > 0].max())

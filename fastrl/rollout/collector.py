@@ -37,18 +37,26 @@ def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:
 
 
 @njit(cache=True, nogil=True)
-def finish_slot(reward, terminated, truncated, ep_return, ep_length, episodes, env_ids,
+def finish_slot(reward, terminated, truncated, active, ep_return, ep_length, episodes, env_ids,
                 total_envs, first_step, clip, out_return, out_length, episode_id, env_id,
                 global_step) -> int:
     """Fill the per-transition bookkeeping of a slot whose steps are written, in one pass:
     running episode returns and lengths (the episode's own where it ended; carried in
     ``ep_return`` / ``ep_length`` / ``episodes`` from slot to slot), episode and env ids and
     global steps; with ``clip``, rewards become their signs (the returns stay the env's).
+    Steps of rows not ``active`` (a multi-agent env's padding) leave the episode as it was.
     Returns the number of non-finite rewards, which are left as they came."""
     bad = 0
     for t in range(reward.shape[0]):
         step = (first_step + t) * total_envs
         for e in range(reward.shape[1]):
+            env_id[t, e] = env_ids[e]
+            global_step[t, e] = step + env_ids[e]
+            episode_id[t, e] = episodes[e] * total_envs + env_ids[e]
+            out_return[t, e] = ep_return[e]
+            out_length[t, e] = ep_length[e]
+            if not active[t, e]:
+                continue
             r = reward[t, e]
             if not np.isfinite(r):
                 bad += 1
@@ -58,9 +66,6 @@ def finish_slot(reward, terminated, truncated, ep_return, ep_length, episodes, e
             ep_length[e] += 1
             out_return[t, e] = ep_return[e]
             out_length[t, e] = ep_length[e]
-            episode_id[t, e] = episodes[e] * total_envs + env_ids[e]
-            env_id[t, e] = env_ids[e]
-            global_step[t, e] = step + env_ids[e]
             if terminated[t, e] or truncated[t, e]:
                 ep_return[e] = 0.0
                 ep_length[e] = 0
@@ -73,8 +78,9 @@ def warm_up() -> None:
     the fork server calls this, so that no worker pays it on its first slot."""
     t, b = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.bool_)
     i32, i64 = np.zeros((1, 1), np.int32), np.zeros((1, 1), np.int64)
-    finish_slot(t, b, b, np.zeros(1), np.zeros(1, np.int32), np.zeros(1, np.int64),
-                np.zeros(1, np.int32), 1, 0, False, t.copy(), i32, i64, i32.copy(), i64.copy())
+    finish_slot(t, b, b, ~b, np.zeros(1), np.zeros(1, np.int32), np.zeros(1, np.int64),
+                np.zeros(1, np.int32), 1, 0, False, t.copy(), i32, i64, i32.copy(),
+                i64.copy())
 
 
 def slot_rows(slot: dict[str, np.ndarray], final_obs: np.ndarray) -> SlotRows:
@@ -133,6 +139,9 @@ class Collector:
         self.episodes = np.zeros(n, np.int64)
         if isinstance(act, RecurrentActor):
             act.start(n)
+        agents = len(getattr(envs, "agents", None) or ()) or 1
+        self.agent_ids = np.arange(n, dtype=np.int32) % agents
+        self._all_active: np.ndarray | None = None  # [T, E] True, for single-agent slots
 
     def state(self) -> dict:
         """What continues this collector's episodes in another process: the envs themselves
@@ -168,13 +177,17 @@ class Collector:
             slot["core_state"][...] = self.act.state.numpy()
         actions_into = getattr(self.act, "actions_into", None)
         rollout_into = getattr(self.envs, "rollout_into", None)
-        if actions_into is not None and rollout_into is not None:
+        if actions_into is not None and rollout_into is not None and \
+                getattr(self.envs, "active", None) is None:
             act_ns, env_ns = self._rollout(slot, actions_into, rollout_into)
         else:
             act_ns, env_ns = self._step_by_step(slot)
         self.obs[:] = slot["bootstrap_obs"]
         rollout_len = len(slot["reward"])
-        bad = finish_slot(slot["reward"], slot["terminated"], slot["truncated"], self.ep_return,
+        if "agent_id" in slot:
+            slot["agent_id"][...] = self.agent_ids
+        bad = finish_slot(slot["reward"], slot["terminated"], slot["truncated"],
+                          self._active_rows(slot), self.ep_return,
                           self.ep_length, self.episodes, self.env_ids, self.total_envs,
                           slot_seq * rollout_len, self.clip_rewards, slot["episode_return"],
                           slot["episode_length"], slot["episode_id"], slot["env_id"],
@@ -185,6 +198,14 @@ class Collector:
         self.act_ns += act_ns
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
+
+    def _active_rows(self, slot: dict[str, np.ndarray]) -> np.ndarray:
+        """The slot's ``active`` ``[T, E]``, or all True where it has none."""
+        if "active" in slot:
+            return slot["active"]
+        if self._all_active is None or self._all_active.shape != slot["reward"].shape:
+            self._all_active = np.ones(slot["reward"].shape, np.bool_)
+        return self._all_active
 
     def _step_by_step(self, slot: dict[str, np.ndarray]) -> tuple[int, int]:
         """One actor call and one env step per time step; returns their nanoseconds."""
@@ -197,7 +218,11 @@ class Collector:
         steps = len(s_reward)
         kept = np.zeros(len(self.env_ids), np.int64)  # final observations kept, per env
         act_ns = env_ns = 0
+        s_active = slot.get("active")
         for t in range(steps):
+            if s_active is not None:
+                live = getattr(self.envs, "active", None)
+                s_active[t] = True if live is None else live
             t0 = clock()
             action, log_prob, value = act(s_obs[t])
             t1 = clock()

@@ -159,7 +159,7 @@ class RolloutWorker:
         # n env seeds plus one for this process's action sampling, all from the run seed
         *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1, spec.incarnation)
         seed_everything(sampling_seed)
-        envs = plan.env.make(seeds)
+        envs = plan.env.make(seeds[:n // plan.rows_per_env])  # a multi-agent env: A rows
         if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
             envs.close()
             raise EnvContractError(

@@ -198,3 +198,47 @@ def test_final_values_are_the_same_with_and_without_a_branch(core):
     none = {**batch, "truncated": torch.zeros(T, N, dtype=torch.bool)}
     assert torch.equal(ppo._final_values_where_truncated(none, after.clone(), value_after),
                        after)
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c", "appo"])
+def test_padding_steps_of_a_multi_agent_batch_change_nothing(name):
+    # a multi-agent env's padding (rows whose agent is gone: active False) holds anything;
+    # the update must be the same whatever it holds, and differ if it counted
+    torch.manual_seed(0)
+    obs_space, act_space = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(3)
+    cfg = load_config(None, [f"algo.name={name}"] +
+                      (["algo.num_minibatches=2"] if name != "a2c" else [])).algo
+    T, N = 8, 4
+    active = torch.rand(T, N) > 0.3
+    # an agent that leaves ends its episode there; its padding ends every step
+    terminated = (torch.rand(T, N) < 0.1) | ~active
+    terminated[:-1] |= active[:-1] & ~active[1:]
+    batch = {"obs": torch.randn(T, N, 3), "action": torch.randint(0, 3, (T, N)),
+             "reward": torch.randn(T, N), "terminated": terminated,
+             "truncated": torch.zeros(T, N, dtype=bool), "log_prob": torch.full((T, N), -1.1),
+             "value": torch.randn(T, N), "final_obs": torch.zeros(N, 1, 3),
+             "bootstrap_obs": torch.randn(N, 3), "active": active}
+    garbage = {k: v.clone() for k, v in batch.items()}
+    pad = ~active
+    garbage["obs"][pad] = torch.randn(int(pad.sum()), 3) * 10
+    garbage["reward"][pad] = 100.0
+    garbage["log_prob"][pad] = -5.0
+    garbage["value"][pad] = -50.0
+
+    def trained(b):
+        policy = ActorCritic(obs_space, act_space, [16])
+        torch.manual_seed(1)
+        algo = cfg.algorithm.make_update(cfg, policy, obs_space, act_space, "cpu")
+        stats = algo.update(b, 3e-3)
+        return torch.cat([p.flatten() for p in policy.parameters()]), stats
+
+    torch.manual_seed(2)
+    clean, stats = trained(batch)
+    torch.manual_seed(2)
+    padded, padded_stats = trained(garbage)
+    assert torch.allclose(clean, padded, atol=1e-6)
+    assert all(torch.allclose(stats[k], padded_stats[k], atol=1e-5, equal_nan=True)
+               for k in stats)
+    torch.manual_seed(2)
+    counted, _ = trained({k: v for k, v in garbage.items() if k != "active"})
+    assert not torch.allclose(clean, counted, atol=1e-3)

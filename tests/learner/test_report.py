@@ -80,3 +80,22 @@ def test_a_nan_statistic_is_averaged_over_the_updates_that_had_one():
     w.reset()
     w.add_update({"explained_variance": nan})
     assert np.isnan(w.stats()["explained_variance"])
+
+
+def test_a_multi_agent_batch_reports_each_agent_group_and_no_padding():
+    # [T=2, N=3] rows of one env of agents adversary_0, adversary_1, good_0: padding (not
+    # active) ends every step and counts for nothing
+    term = np.array([[True, False, True], [True, True, True]])
+    active = np.array([[True, True, False], [False, True, True]])
+    ret = np.array([[1, 5, 99], [99, 7, 20]], np.float32)
+    host = {"terminated": term, "truncated": np.zeros_like(term), "episode_return": ret,
+            "episode_length": np.ones((2, 3), np.int32), "active": active,
+            "agent_id": np.array([[0, 1, 2]] * 2, np.int32),
+            "policy_version": np.zeros((2, 3), np.int64)}
+    w = ReportWindow(("adversary", "adversary", "good"))
+    w.note_slots(host, version=0, steps_before=0)
+    stats = w.stats()
+    assert stats["episode/count"] == 3 and stats["episode/return_mean"] == pytest.approx(28 / 3)
+    assert stats["episode/adversary/count"] == 2
+    assert stats["episode/adversary/return_mean"] == pytest.approx(4)
+    assert stats["episode/good/return_max"] == 20

@@ -11,6 +11,7 @@ import pytest
 import scripted_envs  # noqa: F401 - registers Count-v0
 import torch
 from gymnasium import spaces
+from scripted_envs import Relay
 from torch import nn
 
 from fastrl.algos.ppo import PPO
@@ -244,3 +245,23 @@ def test_ids_steps_and_episode_totals_continue_across_slots():
         assert (slot["episode_length"] == length).all()
         assert (slot["episode_return"] == length).all()
         assert (slot["terminated"] == (length == Periodic.PERIODS)).all()
+
+
+def test_a_multi_agent_slot_marks_padding_and_keeps_it_out_of_episodes():
+    envs = EnvSource("relay", {"length": 4, "runner_steps": 2}, env_fn=Relay).make([0])
+    layout = trajectory_layout(envs.observation_space, envs.action_space, 9, 3,
+                               multi_agent=True)
+    slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+    Collector(envs, RandomActor(envs.action_space, 3, 0), first_env_id=0,
+              total_envs=3).fill(slot, 0, 0)
+    runner_0, runner_1, chaser = slot["active"].T.tolist()
+    assert runner_0 == [True] * 9
+    assert runner_1 == [True, True, False, False, True, True, False, False, True]
+    assert chaser == [False, True, True, True, False, True, True, True, False]
+    assert slot["agent_id"][0].tolist() == [0, 1, 2]
+    # runner_1's episodes are 2 steps long: its padding steps add nothing to them
+    ended = (slot["terminated"] | slot["truncated"]) & slot["active"]
+    assert slot["episode_length"][:, 1][ended[:, 1]].tolist() == [2, 2]
+    assert slot["episode_length"][:, 2][ended[:, 2]].tolist() == [3, 3]
+    assert (slot["reward"][~slot["active"]] == 0).all()
+    assert slot["terminated"][~slot["active"]].all()

@@ -1,0 +1,221 @@
+"""Several agents in one env: PettingZoo's Parallel API (and its AEC API, made parallel by
+PettingZoo's own conversion) behind the :class:`~fastrl.envs.batched.BatchedEnv` interface.
+
+Every (env, agent) pair is one row: ``k`` envs of the agents ``possible_agents`` are
+``k * len(agents)`` rows, env ``i``'s agent ``a`` at row ``i * len(agents) + a``. A row is
+*active* while its agent is in the env's ``agents``: an agent that is done (terminated or
+truncated) leaves its row inactive until the env resets, and an agent that joins
+mid-episode makes it active from its first observation on. An inactive row's steps are
+padding: the padding observation (:meth:`~fastrl.envs.obs_store.ObsStore.padding`), its
+action ignored, reward 0, ``terminated`` set (so no return flows across them); the slot's
+``active`` field keeps them out of the loss and out of the episode statistics.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from fastrl.envs.batched import StepRows, WritesRows, own_rows
+from fastrl.envs.errors import EnvContractError, EnvError, contract_violation
+from fastrl.envs.obs_store import ObsStore
+
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def is_multi_agent(env: Any) -> bool:
+    """True for a PettingZoo env, Parallel or AEC (by its API: ``possible_agents`` and
+    per-agent space methods; PettingZoo itself need not be imported to tell)."""
+    return hasattr(env, "possible_agents") and callable(getattr(env, "observation_space", None))
+
+
+def pettingzoo_factory(env_id: str) -> Callable[..., Any] | None:
+    """The env factory of a PettingZoo-style module named by ``env_id``
+    (``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``): its
+    ``parallel_env``, else its ``env``; None where ``env_id`` names no such module (a
+    Gymnasium id)."""
+    if not MODULE_NAME.fullmatch(env_id) or env_id in gym.registry:
+        return None
+    try:
+        module = importlib.import_module(env_id)
+    except ImportError:
+        return None
+    factory = getattr(module, "parallel_env", None) or getattr(module, "env", None)
+    return factory if callable(factory) else None
+
+
+def as_parallel(env: Any, env_id: str) -> Any:
+    """``env`` under PettingZoo's Parallel API: an AEC env goes through PettingZoo's
+    ``aec_to_parallel``, which refuses games whose agents take turns."""
+    if not hasattr(env, "agent_iter"):
+        return env
+    from pettingzoo.utils.conversions import aec_to_parallel  # an AEC env: PettingZoo is here
+
+    try:
+        return aec_to_parallel(env)
+    except Exception as e:  # PettingZoo raises AssertionError / ValueError for turn-based games
+        raise EnvError(f"env {env_id!r} is a PettingZoo AEC env that PettingZoo cannot step "
+                       f"in parallel ({type(e).__name__}: {e}); fastrl steps every agent "
+                       "of an env at once: give a Parallel env") from None
+
+
+def agent_group(agent: str) -> str:
+    """The group of an agent by PettingZoo's naming: its name without a trailing
+    ``_<number>`` (``adversary_0`` and ``adversary_1`` are ``adversary``)."""
+    return re.sub(r"_\d+$", "", agent)
+
+
+def shared_spaces(env: Any, env_id: str) -> tuple[gym.Space, gym.Space]:
+    """The observation and action spaces every agent of ``env`` shares; an
+    :class:`EnvContractError` naming two agents that differ otherwise."""
+    agents = list(env.possible_agents)
+    if not agents:
+        raise EnvContractError(f"env {env_id!r} has no possible_agents")
+    first = agents[0]
+    for kind in ("observation_space", "action_space"):
+        space = getattr(env, kind)(first)
+        for agent in agents[1:]:
+            other = getattr(env, kind)(agent)
+            if other != space:
+                raise EnvContractError(
+                    f"env {env_id!r}: agents {first!r} and {agent!r} have different "
+                    f"{kind.replace('_', ' ')}s ({space} and {other}); fastrl trains one "
+                    "policy shared by all agents, which takes agents of one space")
+    return env.observation_space(first), env.action_space(first)
+
+
+class ParallelEnvGroup(WritesRows):
+    """PettingZoo Parallel envs, one per seed, as ``len(envs) * len(agents)`` rows of a
+    :class:`~fastrl.envs.batched.BatchedEnv` (see the module doc). ``active`` ``[rows]``
+    says which rows' observations are live agents' now; every result is checked."""
+
+    def __init__(self, envs: list[Any], env_id: str, seeds: list[int]) -> None:
+        self.envs, self.env_id, self.seeds = envs, env_id, seeds
+        self.agents = tuple(envs[0].possible_agents)
+        self.observation_space, self.action_space = shared_spaces(envs[0], env_id)
+        self._index = {agent: a for a, agent in enumerate(self.agents)}
+        self.num_envs = len(envs) * len(self.agents)
+        self.max_episode_steps = None  # PettingZoo envs truncate as they like
+        self._store = ObsStore(env_id, self.observation_space)
+        self._padding = self._store.padding()
+        self._box_action = isinstance(self.action_space, gym.spaces.Box)
+        self._rows = own_rows(self.num_envs, self._store.shape, self._store.dtype)
+        self.active = np.zeros(self.num_envs, np.bool_)
+
+    def reset(self) -> np.ndarray:
+        """Reset every env with its seed; returns the first observations ``[rows, *obs]``."""
+        for i, (env, seed) in enumerate(zip(self.envs, self.seeds)):
+            self._reset_env(i, env, self._rows.obs, seed)
+        return self._rows.obs
+
+    def _reset_env(self, i: int, env: Any, obs_out: np.ndarray, seed: int | None) -> None:
+        """Reset env ``i`` into its rows of ``obs_out`` (padding for absent agents)."""
+        result = env.reset(seed=seed)
+        where = "reset()"
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], dict)):
+            raise contract_violation(self.env_id, where, "the result",
+                                     "a 2-tuple (observations by agent, infos by agent)",
+                                     result)
+        rows = slice(i * len(self.agents), (i + 1) * len(self.agents))
+        obs_out[rows] = self._padding
+        self.active[rows] = False
+        self._store_live(i, env, result[0], obs_out, where)
+
+    def _store_live(self, i: int, env: Any, observations: dict, obs_out: np.ndarray,
+                    where: str) -> None:
+        """Write the observations of env ``i``'s live agents (``env.agents``) into their
+        rows and mark those rows active."""
+        base = i * len(self.agents)
+        for agent in env.agents:
+            row = base + self._row_of(agent, where)
+            if agent not in observations:
+                raise contract_violation(self.env_id, where, "the observations",
+                                         f"an entry for every live agent, {agent!r} too",
+                                         sorted(observations))
+            self._store.one(obs_out, row, observations[agent], f"{where} (agent {agent!r})")
+            self.active[row] = True
+
+    def _row_of(self, agent: str, where: str) -> int:
+        index = self._index.get(agent)
+        if index is None:
+            raise contract_violation(self.env_id, where, "env.agents",
+                                     f"agents of possible_agents {list(self.agents)}", agent)
+        return index
+
+    def step_into(self, actions: np.ndarray, out: StepRows) -> None:
+        """Step every env once: each live agent acts with its row's action; an env whose
+        agents are all done is reset in the same call (see the module doc for the rows of
+        agents that are not live)."""
+        if self._box_action:
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        out.reward[:] = 0.0
+        out.terminated[:] = ~self.active  # padding steps end no return
+        out.truncated[:] = False
+        was_active = self.active.copy()
+        out.obs[~was_active] = self._padding
+        for i, env in enumerate(self.envs):
+            self._step_env(i, env, actions, out)
+
+    def _step_env(self, i: int, env: Any, actions: np.ndarray, out: StepRows) -> None:
+        base, where = i * len(self.agents), "step()"
+        live = list(env.agents)
+        result = env.step({agent: actions[base + self._index[agent]] for agent in live})
+        if not (isinstance(result, tuple) and len(result) == 5 and
+                all(isinstance(x, dict) for x in result)):
+            raise contract_violation(self.env_id, where, "the result", "a 5-tuple of dicts "
+                                     "by agent (obs, rewards, terminations, truncations, "
+                                     "infos)", result)
+        observations, rewards, terms, truncs, _ = result
+        for agent in live:
+            row = base + self._index[agent]
+            out.reward[row] = self._reward(agent, rewards)
+            term, trunc = self._flag(agent, terms, "terminations"), \
+                self._flag(agent, truncs, "truncations")
+            out.terminated[row], out.truncated[row] = term, trunc
+            if term or trunc:
+                if agent in env.agents:
+                    raise contract_violation(self.env_id, where, f"agent {agent!r}",
+                                             "out of env.agents once terminated or truncated",
+                                             "still in env.agents")
+                if agent in observations:
+                    self._store.one(out.final_obs, row, observations[agent],
+                                    f"{where} (agent {agent!r})")
+                elif trunc:
+                    raise contract_violation(self.env_id, where, "the observations",
+                                             f"the final observation of truncated agent "
+                                             f"{agent!r}", sorted(observations))
+                out.obs[row] = self._padding
+                self.active[row] = False
+            elif agent not in env.agents:
+                raise contract_violation(self.env_id, where, f"agent {agent!r}",
+                                         "terminated or truncated where it leaves env.agents",
+                                         "neither")
+        if not env.agents:
+            self._reset_env(i, env, out.obs, None)
+        else:
+            self._store_live(i, env, observations, out.obs, where)
+
+    def _reward(self, agent: str, rewards: dict) -> float:
+        reward = rewards.get(agent, 0.0)
+        if not isinstance(reward, (int, float, np.integer, np.floating)) or \
+                isinstance(reward, bool):
+            raise contract_violation(self.env_id, "step()", f"the reward of {agent!r}",
+                                     "a real scalar", reward)
+        return reward
+
+    def _flag(self, agent: str, flags: dict, name: str) -> bool:
+        flag = flags.get(agent, False)
+        if not isinstance(flag, (bool, np.bool_)):
+            raise contract_violation(self.env_id, "step()", f"{name}[{agent!r}]", "a bool",
+                                     flag)
+        return bool(flag)
+
+    def close(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            env.close()

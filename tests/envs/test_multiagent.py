@@ -1,0 +1,101 @@
+"""PettingZoo envs as rows (fastrl.envs.multiagent): one row per (env, agent), agents that
+leave are padding until their env resets, agents that join come alive in their row, the
+AEC API through PettingZoo's conversion, ids that name PettingZoo modules, and the
+multi-agent contract's one-line errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpe2 import simple_spread_v3
+from pettingzoo.classic import tictactoe_v3 as tictactoe
+from scripted_envs import Relay
+
+from fastrl.envs.batched import own_rows
+from fastrl.envs.contract import check_env
+from fastrl.envs.errors import EnvContractError, EnvError
+from fastrl.envs.multiagent import agent_group, pettingzoo_factory
+from fastrl.envs.source import EnvSource
+
+RUNNER_0, RUNNER_1, CHASER = range(3)
+
+
+def relay(*seeds: int, **kwargs):
+    return EnvSource("relay", kwargs, env_fn=Relay).make(list(seeds))
+
+
+def test_each_agent_of_each_env_is_a_row_and_absent_agents_are_padding():
+    envs = relay(0, 1)
+    assert envs.num_envs == 6 and envs.agents == ("runner_0", "runner_1", "chaser_0")
+    obs = envs.reset()
+    # env 1's runner_1 is row 4; chasers (rows 2, 5) join only after the first step
+    assert obs[4].tolist() == [RUNNER_1, 0, 0]
+    assert envs.active.tolist() == [True, True, False] * 2
+    assert (obs[[2, 5]] == 0).all()
+
+
+def test_agents_leave_join_and_come_back_when_their_env_resets():
+    envs = relay(0, length=4, runner_steps=2)
+    envs.reset()
+    rows = own_rows(3, (3,), np.float32)
+    seen = []
+    for _ in range(5):
+        before = envs.active.copy()
+        envs.step_into(np.ones(3, np.int64), rows)
+        seen.append((before.tolist(), rows.reward.tolist(), rows.terminated.tolist(),
+                     rows.truncated.tolist(), envs.active.tolist()))
+    # step 1: the chaser's row is padding (reward 0, terminated) and the chaser joins
+    assert seen[0] == ([True, True, False], [1, 2, 0], [False, False, True],
+                       [False, False, False], [True, True, True])
+    # step 2: runner_1 terminates (its final observation kept) and leaves its row
+    assert seen[1][2] == [False, True, False] and seen[1][4] == [True, False, True]
+    # step 3: runner_1's row is padding
+    assert seen[2][1][RUNNER_1] == 0 and seen[2][2][RUNNER_1]
+    # step 4: the others truncate, the env resets: both runners are back, the chaser not
+    assert seen[3][3] == [True, False, True] and seen[3][4] == [True, True, False]
+    assert seen[4][1] == [1, 2, 0]
+
+
+def test_a_truncated_agent_keeps_its_final_observation_and_its_row_the_next_episode():
+    envs = relay(0, length=2, runner_steps=9)
+    envs.reset()
+    rows = own_rows(3, (3,), np.float32)
+    envs.step_into(np.zeros(3, np.int64), rows)
+    envs.step_into(np.zeros(3, np.int64), rows)
+    assert rows.truncated.tolist() == [True, True, True]
+    np.testing.assert_array_equal(rows.final_obs[CHASER], [CHASER, 2, 0])
+    # the next episode's first observations (episode 1, t 0), the chaser absent again
+    np.testing.assert_array_equal(rows.obs[RUNNER_0], [RUNNER_0, 0, 1])
+    assert envs.active.tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize("breaks, says", [
+    ("spaces", "agents 'runner_0' and 'chaser_0' have different observation spaces"),
+    ("leave_silently", "agent 'runner_1' should be terminated or truncated where it leaves"),
+    ("reward_array", "the reward of 'runner_0' should be a real scalar"),
+])
+def test_the_contract_check_names_what_a_multi_agent_env_broke(breaks, says):
+    source = EnvSource("relay", {"breaks": breaks}, env_fn=Relay)
+    with pytest.raises(EnvContractError, match=says) as e:
+        check_env(source, seed=0)
+    assert "\n" not in str(e.value)
+
+
+def test_a_pettingzoo_module_is_an_env_id_and_its_aec_env_is_made_parallel():
+    assert pettingzoo_factory("CartPole-v1") is None
+    assert pettingzoo_factory("no.such_module") is None
+    check_env(EnvSource("mpe2.simple_spread_v3", {"max_cycles": 5}), seed=0)
+    aec = EnvSource("spread", {"max_cycles": 5}, env_fn=simple_spread_v3.env).make([0])
+    par = EnvSource("mpe2.simple_spread_v3", {"max_cycles": 5}).make([0])
+    np.testing.assert_array_equal(aec.reset(), par.reset())
+    assert aec.num_envs == 3
+
+
+def test_a_turn_based_aec_game_is_refused_in_one_line():
+    with pytest.raises(EnvError, match="cannot step in parallel.*give a Parallel env"):
+        EnvSource("ttt", env_fn=tictactoe.env).make([0])
+
+
+def test_agent_groups_follow_pettingzoo_names():
+    assert [agent_group(a) for a in ("adversary_0", "adversary_12", "agent", "red_team_1")] \
+        == ["adversary", "adversary", "agent", "red_team"]
