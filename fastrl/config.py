@@ -115,7 +115,8 @@ class InfraConfig:
     """Processes, shared memory and devices."""
 
     num_workers: int = setting(2, "rollout worker processes", gt=0)
-    envs_per_worker: int = setting(4, "environments each worker steps", gt=0)
+    envs_per_worker: int = setting(4, "environments each worker steps; for a multi-agent env, "
+                                   "rows: envs x agents, a multiple of its agents", gt=0)
     rollout_len: int = setting(64, "steps per env in one trajectory slot", gt=0)
     ring_slots: int = setting(2, "trajectory slots in each worker's ring", gt=0)
     max_policy_lag: int | None = setting(

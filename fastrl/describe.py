@@ -60,6 +60,7 @@ from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.atari import is_atari
 from fastrl.envs.envpool import envpool_task
+from fastrl.envs.multiagent import agent_group
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
@@ -158,7 +159,17 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
     return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
             "observation_space": _space_text(plan.obs_space),
             **_record_part(obs_record(plan.obs_space)),
-            "action_space": _space_text(plan.act_space)}
+            "action_space": _space_text(plan.act_space), "agents": list(plan.agents) or None,
+            "agent_groups": list(dict.fromkeys(map(agent_group, plan.agents))) or None}
+
+
+def _rows_text(envs_per_worker: int, agents: list[str] | None) -> str:
+    """A worker's rows: ``8 envs`` or, for a multi-agent env, ``2 envs x 3 agents = 6
+    rows``."""
+    if not agents:
+        return f"{envs_per_worker:,} envs"
+    return (f"{envs_per_worker // len(agents):,} envs x {len(agents)} agents = "
+            f"{envs_per_worker:,} rows")
 
 
 def _record_part(record: ObsRecord | None) -> dict[str, Any]:
@@ -402,8 +413,9 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
         workers = _plural(r["processes"], "worker process", "worker processes")
     return [
         f"{workers} on {r['device'].upper()}, {_threads(r['torch_threads'], ' each')}",
-        f"{r['envs_per_worker']:,} envs each, {r['total_envs']:,} in total: "
-        f"{_env_text(report['env'])}",
+        f"{_rows_text(r['envs_per_worker'], report['env']['agents'])} each, "
+        f"{r['total_envs']:,} in total: {_env_text(report['env'])}",
+        *_agent_lines(report["env"]),
         f"observations {report['env']['observation_space']}, actions "
         f"{report['env']['action_space']}",
         *_leaf_lines(report["env"]["observation_leaves"], report["env"]["observation_bytes"]),
@@ -415,6 +427,19 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
         f"{r['rollout_len']:,} steps per env per slot: {r['transitions_per_slot']:,} "
         "transitions a slot",
     ]
+
+
+def run_agents(report: dict[str, Any]) -> list[str] | None:
+    """A multi-agent env's agents as the report lists them (None for one agent an env)."""
+    return report["env"]["agents"]
+
+
+def _agent_lines(env: dict[str, Any]) -> list[str]:
+    if not env["agents"]:
+        return []
+    return [f"agents: {', '.join(env['agents'])} (groups: {', '.join(env['agent_groups'])}), "
+            "one row each, sharing one policy; a row whose agent is not in its env is "
+            "padding, kept out of the loss and the episode statistics until the env resets"]
 
 
 def _core_lines(core: dict[str, Any] | None) -> list[str]:
@@ -570,8 +595,9 @@ def summary(report: dict[str, Any]) -> str:
         f"{_plural(shm['segments'], 'segment')}, {human_bytes(shm['total_bytes'])}"
     return "\n".join([
         f"fastrl: {run['env_id']} {run['algo']}, {_runtime_line(report)}",
-        f"  workers: {r['workers']} x {r['envs_per_worker']} envs on CPU = {r['total_envs']} "
-        f"envs, {r['rollout_len']} steps a slot ({human_bytes(b['slot_bytes'])})",
+        f"  workers: {r['workers']} x {_rows_text(r['envs_per_worker'], run_agents(report))} "
+        f"on CPU = {r['total_envs']} {'rows' if run_agents(report) else 'envs'}, "
+        f"{r['rollout_len']} steps a slot ({human_bytes(b['slot_bytes'])})",
         f"  buffer: {b['rings']} rings x {b['ring_slots']} slots in {b['memory']} memory; "
         f"{data}",
         f"  learner: {lr['policy'].rsplit('.', 1)[-1]} on {lr['device']}, "

@@ -72,6 +72,9 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path, capf
     pytest.param(1, (), marks=pytest.mark.slow), (2, ()),
     # a recurrent policy: the workers' per-env states are parked and restored too
     pytest.param(2, ("algo.core=gru", "algo.core_size=8"), id="2-gru"),
+    # a multi-agent env whose agents come and go: each agent's episode (and state) too
+    pytest.param(2, ("env.fn=scripted_envs:Relay", "infra.envs_per_worker=6",
+                     "algo.core=gru", "algo.core_size=8"), id="2-multi-agent-gru"),
 ])
 def test_stop_and_resume_gives_bit_identical_weights(workers, overrides, launch, tmp_path,
                                                      straight_run, capfd):
