@@ -20,6 +20,7 @@ from fastrl.algos.base import Algorithm, DataMode, ReplayConfig, changed_from_de
 from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
+from fastrl.envs.multiagent import SelfPlayConfig
 from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
 from fastrl.models.recurrent import CORES, NO_CORE
@@ -208,6 +209,7 @@ class MainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     infra: InfraConfig = field(default_factory=InfraConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     seed: int = setting(1, "run seed; every worker's env seeds derive from it", ge=0)
 
     @property
@@ -373,10 +375,27 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                           "with env.fn / env.vector_fn the run's name for it)")
     if algo.data is DataMode.REPLAY:
         _check_replay_fits_the_run(cfg)
+    if cfg.selfplay.enabled:
+        _check_selfplay(cfg)
     if algo.check_config:
         algo.check_config(cfg)
     if refuse_ignored:
         _check_no_knob_is_ignored(cfg)
+
+
+def _check_selfplay(cfg: MainConfig) -> None:
+    """Self-play trains on-policy, in local or serial workers, with a feed-forward policy."""
+    algo = cfg.algo.algorithm
+    if not (algo.trains and algo.data.on_policy):
+        raise ConfigError("config key 'selfplay.enabled=true' trains "
+                          f"{_names(lambda a: a.data.on_policy and a.trains)}, not "
+                          f"algo.name={algo.name}")
+    if cfg.infra.runtime == "ray":
+        raise ConfigError("config key 'selfplay.enabled=true' runs on infra.runtime=local or "
+                          "serial (the pool lives in this machine's shared memory), not ray")
+    if cfg.algo.core != NO_CORE:
+        raise ConfigError(f"config key 'selfplay.enabled=true' takes a feed-forward policy; "
+                          f"algo.core={cfg.algo.core} is not supported with it yet")
 
 
 def _check_replay_fits_the_run(cfg: MainConfig) -> None:
@@ -432,6 +451,9 @@ def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
     if infra.ray_address is not None and infra.runtime != "ray":
         raise ConfigError(f"config key 'infra.ray_address={infra.ray_address}' only applies "
                           f"to infra.runtime=ray, not {infra.runtime}")
+    if not cfg.selfplay.enabled and cfg.selfplay != defaults.selfplay:
+        raise ConfigError(f"config section 'selfplay' ({cfg.selfplay}) only applies with "
+                          "selfplay.enabled=true; leave it at its defaults")
 
 
 def _names(which) -> str:

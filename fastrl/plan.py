@@ -16,7 +16,7 @@ from torch import nn
 from fastrl.algos.base import DataMode
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
-from fastrl.envs.source import EnvSource, env_source
+from fastrl.envs.source import EnvSource, env_source, load_factory
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
@@ -151,9 +151,29 @@ class RunPlan:
         return Ring.nbytes(self.layout, self.cfg.infra.ring_slots)
 
     @property
+    def pool_banks(self) -> int:
+        """Banks of the self-play pool (0 without self-play): ``selfplay.pool_size``, and
+        room for the snapshots the learner may write while a worker still acts with weights
+        ``policy_lag_bound`` versions old (fastrl.rollout.selfplay)."""
+        sp = self.cfg.selfplay
+        if not sp.enabled:
+            return 0
+        return sp.pool_size + self.cfg.policy_lag_bound // sp.snapshot_every + 2
+
+    @property
     def weights_bytes(self) -> int:
-        """Bytes of the weights segment."""
-        return SharedWeights.nbytes(self.num_params, self.weight_banks)
+        """Bytes of the weights segment: the weights, then the self-play pool."""
+        return SharedWeights.nbytes(self.num_params, self.weight_banks) + \
+            (SharedWeights.nbytes(self.num_params, self.pool_banks) if self.pool_banks else 0)
+
+    def weights_of(self, buf: memoryview) -> tuple[SharedWeights, SharedWeights | None]:
+        """The weights in the weights segment ``buf``, and the self-play pool after them
+        (None without self-play)."""
+        main = SharedWeights.nbytes(self.num_params, self.weight_banks)
+        weights = SharedWeights(buf[:main], self.num_params, self.weight_banks)
+        pool = SharedWeights(buf[main:], self.num_params, self.pool_banks) \
+            if self.pool_banks else None
+        return weights, pool
 
     def shm_bytes(self) -> dict[str, int]:
         """Shared memory the run needs, by segment kind."""
@@ -217,6 +237,7 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     obs_space, act_space = probe.observation_space, probe.action_space
     max_episode_steps = getattr(probe, "max_episode_steps", None)
     agents = tuple(getattr(probe, "agents", None) or ())
+    check_selfplay(cfg, env.env_id, agents)
     probe.close()
     infra = cfg.infra
     check_rows(cfg, env.env_id, agents)
@@ -229,6 +250,20 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
                    resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps,
                    agents)
+
+
+def check_selfplay(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:
+    """Self-play takes a game of exactly two agents, and a ``selfplay.baseline`` that
+    imports."""
+    sp = cfg.selfplay
+    if not sp.enabled:
+        return
+    if len(agents) != 2:
+        has = f"{len(agents)} agents ({', '.join(agents)})" if agents else "one agent"
+        raise ConfigError(f"config key 'selfplay.enabled=true' needs a two-player game; env "
+                          f"{env_id!r} has {has}")
+    if sp.baseline:
+        load_factory(sp.baseline, "selfplay.baseline")
 
 
 def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:

@@ -26,10 +26,12 @@ from fastrl.bench.solve import DEFAULT_TASKS, TASKS, plot_solve, print_solve, ru
 from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
+from fastrl.envs.multiagent import pettingzoo_factory
 from fastrl.envs.source import EnvError
 from fastrl.runtime.faults import ChildFailed
 
-ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool")
+ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool", "supersuit")
+MULTI_AGENT_PEERS = ("supersuit",)  # what steps a PettingZoo env (the others: Gymnasium's)
 IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process
 SOLVE = "solve"  # whole training runs, each a process of its own (fastrl.bench.solve)
 # --heavy-us: each CartPole's twin with fixed CPU work per step (env.kwargs spin_iters)
@@ -96,8 +98,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--env", type=lambda t: [v for v in t.split(",") if v],
                    default=["CartPole-v1"],
                    help="comma-separated env ids fastrl runs (fastrl/CartPole-v1 is fastrl's "
-                        "numba batched CartPole); peers step the first Gymnasium id of the "
-                        "list (CartPole-v1 for fastrl/CartPole-v1). Default: CartPole-v1")
+                        "numba batched CartPole; a PettingZoo module runs one row per agent, "
+                        "--envs-per-worker counting rows); peers step the first id of the "
+                        "list that is not fastrl's own (CartPole-v1 for fastrl/CartPole-v1). "
+                        "Default: CartPole-v1")
     p.add_argument("--backend", type=_names(("gymnasium", "envpool")), default=["gymnasium"],
                    help="comma-separated env.backend values fastrl's runs use, each its own "
                         "row (envpool: one EnvPool batch per worker; default gymnasium)")
@@ -121,7 +125,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="windows per configuration; the median is reported (default 3)")
     p.add_argument("--peers", type=_names(ALL_PEERS), default=list(ALL_PEERS),
                    help=f"comma-separated baselines to run, from {', '.join(ALL_PEERS)}; "
-                        "empty string for none")
+                        "empty string for none. A PettingZoo env (--env naming its module, "
+                        "e.g. mpe2.simple_spread_v3) is raced by supersuit only, the "
+                        "Gymnasium ids by the others")
     p.add_argument("--pin", action="store_true",
                    help="pin fastrl worker i to core i mod cores (psutil affinity; local runtime "
                         "only: Ray places its actors itself)")
@@ -199,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     # The peers step envs as fastrl's collect scenarios do: nothing to compare them with
     # when none of those runs (the solve scenario runs SB3 its own way).
     peer_jobs = args.peers if any(s in SCENARIOS for s in args.scenario) else []
+    multi_agent = pettingzoo_factory(peer_env) is not None
+    peer_jobs = [p for p in peer_jobs if (p in MULTI_AGENT_PEERS) == multi_agent]
     if "raw" in peer_jobs:
         jobs.append(("raw", partial(peers.raw_loop, peer_env, kwargs, **window)))
     for w in args.workers:
@@ -214,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         if "envpool" in peer_jobs:
             jobs.append(("envpool", partial(peers.envpool, peer_env, kwargs, total, w,
                                             **window)))
+        if "supersuit" in peer_jobs:
+            jobs.append(("supersuit", partial(peers.supersuit, peer_env, kwargs, total, w,
+                                              **window)))
 
     repeats: list[list[Result]] = []
     interrupted = False

@@ -1,5 +1,6 @@
 """The baselines, each stepped with precomputed random actions in this process (and the
-subprocesses it starts): the raw loop, Gymnasium's vector envs, SB3 and EnvPool."""
+subprocesses it starts): the raw loop, Gymnasium's vector envs, SB3 and EnvPool; for a
+PettingZoo env, SuperSuit's vectorisation into an SB3 VecEnv."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fastrl.bench.measure import Result, skipped, snapshot, summarize
 from fastrl.envs.atari import AtariSettings
 from fastrl.envs.envpool import envpool_task
 from fastrl.envs.errors import EnvError
+from fastrl.envs.multiagent import pettingzoo_factory
 from fastrl.envs.source import make_env
 from fastrl.models.actors import RANDOM_TABLE, RandomActor
 
@@ -128,3 +130,24 @@ def envpool(env_id, kwargs, num_envs, workers, warmup_s, duration_s) -> Result:
     return _vector("EnvPool", lambda: ep.make_gymnasium(
         task, num_envs=num_envs, num_threads=workers, **options), workers, num_envs,
         warmup_s, duration_s)
+
+
+def supersuit(env_id, kwargs, num_rows, workers, warmup_s, duration_s) -> Result:
+    """(d) A PettingZoo env the way SB3 users vectorise one: SuperSuit's
+    ``pettingzoo_env_to_vec_env_v1`` (one row per agent) and ``concat_vec_envs_v1`` over
+    ``workers`` processes, ``num_rows`` agent rows in all (fastrl's row count)."""
+    factory = pettingzoo_factory(env_id)
+    try:
+        import supersuit as ss
+    except ImportError:
+        return skipped("SuperSuit", "collect", workers, num_rows,
+                       "supersuit not installed (pip install -e '.[bench]')")
+    agents = len(factory(**kwargs).possible_agents)
+
+    def make_vec():
+        markov = ss.pettingzoo_env_to_vec_env_v1(factory(**kwargs))
+        return ss.concat_vec_envs_v1(markov, max(1, num_rows // agents), num_cpus=workers,
+                                     base_class="stable_baselines3")
+
+    return _vector("SuperSuit + SB3 VecEnv", make_vec, workers, num_rows, warmup_s,
+                   duration_s)

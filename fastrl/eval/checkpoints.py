@@ -53,7 +53,8 @@ def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
     ``algo``, ``summary`` (flat floats, :func:`~fastrl.eval.harness.summarize`) and
     ``per_seed`` (:meth:`~fastrl.eval.harness.Episodes.per_seed`)."""
     episodes = evaluate_episodes(loaded.policy.to(device), env, suite.seeds, device,
-                                 suite.max_steps, episodes_per_seed=suite.episodes_per_seed)
+                                 suite.max_steps, episodes_per_seed=suite.episodes_per_seed,
+                                 selfplay=loaded.config.selfplay)
     return {"checkpoint": str(loaded.checkpoint.path),
             "global_step": loaded.checkpoint.global_step, "algo": loaded.config.algo.name,
             "summary": episodes.summary(), "per_seed": episodes.per_seed()}

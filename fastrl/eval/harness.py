@@ -24,7 +24,8 @@ import torch
 from torch import nn
 
 from fastrl.config import LogConfig
-from fastrl.envs.source import EnvSource
+from fastrl.envs.multiagent import SelfPlayConfig, learning_rows
+from fastrl.envs.source import EnvSource, load_factory
 from fastrl.memory.wait import Stopped
 from fastrl.models.actors import RecurrentActor
 from fastrl.models.recurrent import is_recurrent
@@ -43,14 +44,19 @@ class EvalError(ValueError):
     different envs, or a checkpoint whose observation normalisation cannot be applied."""
 
 
-def summarize(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+def summarize(returns: np.ndarray, lengths: np.ndarray,
+              zero_sum: bool = False) -> dict[str, float]:
     """Mean/std/min/max of episode returns and lengths, and the episode count, as flat
-    floats (what TensorBoard logs under ``eval/``)."""
+    floats (what TensorBoard logs under ``eval/``); for the games of a zero-sum game, also
+    ``win_rate`` and ``draw_rate`` (a return above, and at, zero)."""
     stats = {"episodes": float(np.size(returns))}
     for name, values in (("return", returns), ("length", lengths)):
         values = np.asarray(values, np.float64)
         stats.update({f"{name}_mean": float(values.mean()), f"{name}_std": float(values.std()),
                       f"{name}_min": float(values.min()), f"{name}_max": float(values.max())})
+    if zero_sum:
+        stats["win_rate"] = float((np.asarray(returns) > 0).mean())
+        stats["draw_rate"] = float((np.asarray(returns) == 0).mean())
     return stats
 
 
@@ -61,15 +67,17 @@ class Episodes:
     seeds: list[int]
     returns: np.ndarray  # [seeds, episodes_per_seed] float64
     lengths: np.ndarray  # [seeds, episodes_per_seed] int64
+    zero_sum: bool = False  # self-play's games: win and draw rates too
 
     def summary(self) -> dict[str, float]:
         """Statistics over all episodes (see :func:`summarize`)."""
-        return summarize(self.returns, self.lengths)
+        return summarize(self.returns, self.lengths, self.zero_sum)
 
     def per_seed(self) -> list[dict[str, Any]]:
         """One entry per seed: ``seed``, its episodes' ``returns`` and ``lengths``, and
         their statistics (see :func:`summarize`)."""
-        return [{"seed": seed, "returns": r.tolist(), "lengths": n.tolist(), **summarize(r, n)}
+        return [{"seed": seed, "returns": r.tolist(), "lengths": n.tolist(),
+                 **summarize(r, n, self.zero_sum)}
                 for seed, r, n in zip(self.seeds, self.returns, self.lengths)]
 
 
@@ -77,6 +85,7 @@ def evaluate_episodes(
     policy: nn.Module, env: EnvSource, seeds: list[int],
     device: torch.device | str = "cpu", max_steps: int = 100_000,
     should_stop: Callable[[], bool] = lambda: False, episodes_per_seed: int = 1,
+    selfplay: SelfPlayConfig | None = None,
 ) -> Episodes:
     """Play ``episodes_per_seed`` episodes of one env per seed with the policy's mode action.
 
@@ -88,10 +97,15 @@ def evaluate_episodes(
 
     A multi-agent env (fastrl.envs.multiagent) plays each agent's episodes in its row; a
     seed's return and length are the mean over its agents (agents that never play an
-    episode aside).
+    episode aside). With ``selfplay`` enabled, only the learner's seat of each game counts
+    (alternating with the seed, fastrl.envs.multiagent.learning_rows): the other plays
+    the scripted baseline (:func:`baseline_of`), and the summary has the win rate.
     """
     envs = env.make(seeds)
     n = envs.num_envs  # rows: len(seeds) times a multi-agent env's agents
+    playing = selfplay is not None and selfplay.enabled
+    learning = learning_rows(0, n) if playing else np.ones(n, np.bool_)
+    opponent = baseline_of(selfplay, envs, seeds[0]) if playing else None
     returns = np.full((n, episodes_per_seed), np.nan)
     lengths = np.full((n, episodes_per_seed), np.nan)
     played = np.zeros(n, np.int64)  # finished episodes per row
@@ -99,7 +113,7 @@ def evaluate_episodes(
     # a recurrent policy's states: zeroed where an episode ends, not where one is cut
     memory = RecurrentActor(policy, True, device) if is_recurrent(policy) else None
     obs = envs.reset()
-    live = live_rows(envs)
+    live = live_rows(envs) & learning
     try:
         while ((played < episodes_per_seed) & live).any():
             if should_stop():
@@ -109,6 +123,8 @@ def evaluate_episodes(
                                      deterministic=True)[0].cpu().numpy()
             else:
                 actions = memory(obs)[0]
+            if opponent is not None:
+                actions = np.where(learning, actions, opponent(obs))
             obs, reward, terminated, truncated, _ = envs.step(actions)
             if memory is not None:
                 memory.episodes_ended(terminated | truncated)
@@ -121,14 +137,24 @@ def evaluate_episodes(
             lengths[rows, played[rows]] = running_length[rows]
             played += ended
             running_return[ended], running_length[ended] = 0.0, 0
-            live = live_rows(envs)
+            live = live_rows(envs) & learning
     finally:
         envs.close()
     per_seed = (len(seeds), n // len(seeds), episodes_per_seed)
     with warnings.catch_warnings():  # (an agent that played no episode is NaN)
         warnings.simplefilter("ignore", RuntimeWarning)
         return Episodes(list(seeds), np.nanmean(returns.reshape(per_seed), 1),
-                        np.nanmean(lengths.reshape(per_seed), 1).round().astype(np.int64))
+                        np.nanmean(lengths.reshape(per_seed), 1).round().astype(np.int64),
+                        zero_sum=playing)
+
+
+def baseline_of(selfplay: SelfPlayConfig, envs: Any, seed: int) -> Callable | None:
+    """Self-play's scripted opponent for an evaluation from ``seed``: ``selfplay.baseline``,
+    else the env's own (its ``baseline`` attribute); None (the policy plays itself) when
+    there is neither."""
+    factory = load_factory(selfplay.baseline, "selfplay.baseline") if selfplay.baseline \
+        else getattr(envs, "baseline", None)
+    return None if factory is None else factory(seed)
 
 
 def live_rows(envs: Any) -> np.ndarray:
@@ -141,10 +167,11 @@ def evaluate(
     policy: nn.Module, env: EnvSource, seeds: list[int],
     device: torch.device | str = "cpu", max_steps: int = 100_000,
     should_stop: Callable[[], bool] = lambda: False, episodes_per_seed: int = 1,
+    selfplay: SelfPlayConfig | None = None,
 ) -> dict[str, float]:
     """The flat summary (:func:`summarize`) of :func:`evaluate_episodes` over all episodes."""
     return evaluate_episodes(policy, env, seeds, device, max_steps, should_stop,
-                             episodes_per_seed).summary()
+                             episodes_per_seed, selfplay).summary()
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,8 @@ class Evaluations:
         with self.timer.stage("evaluate"):
             result = evaluate(self.policy, self.plan.env, suite.seeds, self.device,
                               suite.max_steps, self.should_stop,
-                              episodes_per_seed=suite.episodes_per_seed)
+                              episodes_per_seed=suite.episodes_per_seed,
+                              selfplay=self.plan.cfg.selfplay)
         self.policy.train()
         self.last_eval, self.eval_step = result, step
         self.metrics.put(("eval", step, result))

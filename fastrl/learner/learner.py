@@ -45,7 +45,7 @@ from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.encoders import channels_last_convs
-from fastrl.models.policy import param_shapes
+from fastrl.models.policy import flat_params, param_shapes
 from fastrl.plan import RunPlan
 from fastrl.resume import (
     checkpoint_writers,
@@ -89,8 +89,9 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         weights_shm, control_shm = attach(spec.weights_name), attach(spec.control_name)
         rings = [Ring(s.buf, plan.layout, plan.cfg.infra.ring_slots) for s in shms]
         with learner_torch(plan.cfg.infra.learner_threads):
-            weights = SharedWeights(weights_shm.buf, plan.num_params, plan.weight_banks)
-            Learner(spec, metrics, rings, weights, RunControl(control_shm.buf)).run()
+            weights, pool = plan.weights_of(weights_shm.buf)
+            Learner(spec, metrics, rings, weights, RunControl(control_shm.buf),
+                    pool=pool).run()
     except BaseException as e:
         code = report_crash(spec.run_dir, "learner", e)
         if isinstance(e, DiskFull):  # (its report may have found no room: the queue needs none)
@@ -127,7 +128,7 @@ class Learner:
 
     def __init__(self, spec: LearnerSpec, metrics: Queue, rings: list[Ring],
                  weights: SharedWeights, control: RunControl,
-                 timer: StageTimer | None = None) -> None:
+                 timer: StageTimer | None = None, pool: SharedWeights | None = None) -> None:
         plan = spec.plan
         cfg = plan.cfg
         self.spec, self.plan, self.cfg, self.metrics = spec, plan, cfg, metrics
@@ -138,9 +139,11 @@ class Learner:
             cfg.algo, self.policy, plan.obs_space, plan.act_space, self.device) \
             if plan.trains else None
         self.rings, self.weights, self.control = rings, weights, control
+        self.pool = pool  # self-play's snapshots (fastrl.rollout.selfplay)
         self.timer = timer or StageTimer()
         # what the next metrics report will say
-        self.window = ReportWindow(tuple(agent_group(a) for a in plan.agents))
+        self.window = ReportWindow(tuple(agent_group(a) for a in plan.agents),
+                                   zero_sum=pool is not None)
         self.feed = make_feed(plan, rings, weights, self.algo, self.policy, self.device,
                               self.window, self.timer)
         self.evals = Evaluations(plan, self.policy, self.device, control, metrics, self.timer,
@@ -153,6 +156,7 @@ class Learner:
         self._next_report = time.monotonic()
         self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
         self._saved_banks: dict | None = None  # the weights a checkpoint's banks held
+        self._saved_pool: dict | None = None  # and the self-play pool's
         if spec.resume:
             self._restore(Path(spec.resume))
 
@@ -177,6 +181,9 @@ class Learner:
         with self.timer.stage("sync_weights"):
             restore_weight_banks(self.weights, self._saved_banks)
             self.feed.begin(self.version, self.global_step)
+            if self.pool is not None:
+                restore_weight_banks(self.pool, self._saved_pool)
+                self._snapshot()
         self.control.record_step(self.global_step)
         if self.plan.trains and self.global_step >= self.evals.next_eval:
             self.evals.run(self.global_step)
@@ -254,7 +261,16 @@ class Learner:
     def _publish(self) -> None:
         with self.timer.stage("sync_weights"):
             self.feed.publish(self.version)
+            if self.pool is not None:
+                self._snapshot()
         self.control.record_step(self.global_step)
+
+    def _snapshot(self) -> None:
+        """Self-play: put the policy into the pool at every ``selfplay.snapshot_every``-th
+        version (snapshot ``version // snapshot_every``, fastrl.rollout.selfplay)."""
+        every = self.cfg.selfplay.snapshot_every
+        if self.version % every == 0:
+            self.pool.write(flat_params(self.policy), self.version, self.version // every)
 
     def _should_stop(self) -> bool:
         self.control.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives
@@ -303,6 +319,7 @@ class Learner:
         self.evals.restore(state, self.global_step)
         self.feed.restore(state, folder)
         self._saved_banks = state.get("weight_banks")
+        self._saved_pool = state.get("selfplay_pool")
         # A config resumed with another interval continues on the new one.
         self.next_checkpoint = self.global_step + self.cfg.log.checkpoint_every_steps
         set_rng_state(state["rng"])
@@ -315,7 +332,8 @@ class Learner:
             "rng": rng_state(), "version": self.version, "global_step": self.global_step,
             "next_checkpoint": self.next_checkpoint, **self.evals.state(),
             **self.feed.state(),
-            **({"weight_banks": weight_banks(self.weights)} if self.plan.schedule else {})})
+            **({"weight_banks": weight_banks(self.weights)} if self.plan.schedule else {}),
+            **({"selfplay_pool": weight_banks(self.pool)} if self.pool is not None else {})})
 
     def _checkpoint(self, final: bool) -> None:
         """Write a checkpoint of everything that continues this run (fastrl.resume).

@@ -28,9 +28,12 @@ def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]
 class ReportWindow:
     """Statistics gathered since the last report. ``agent_groups`` names the group of each
     agent of a multi-agent env (by agent index, fastrl.envs.multiagent.agent_group): its
-    episodes are also reported per group."""
+    episodes are also reported per group. ``zero_sum`` (self-play: the episodes are the
+    learner's games) adds ``selfplay/win_rate`` and ``selfplay/draw_rate`` (a return above,
+    and at, zero)."""
 
-    def __init__(self, agent_groups: tuple[str, ...] = ()) -> None:
+    def __init__(self, agent_groups: tuple[str, ...] = (), zero_sum: bool = False) -> None:
+        self.zero_sum = zero_sum
         self.group_names = tuple(dict.fromkeys(agent_groups))
         self._group_of = np.array([self.group_names.index(g) for g in agent_groups], np.int64)
         self.reset()
@@ -121,6 +124,9 @@ class ReportWindow:
             returns, lengths = np.concatenate(self._returns), np.concatenate(self._lengths)
             out.update(ended_episode_stats(returns, lengths))
             out.update(self._group_stats(returns, lengths))
+            if self.zero_sum:
+                out["selfplay/win_rate"] = float((returns > 0).mean())
+                out["selfplay/draw_rate"] = float((returns == 0).mean())
         if self._noted:
             lags = np.arange(len(self._lags))
             out["policy_lag"] = int(lags[self._lags > 0].max())

@@ -114,12 +114,15 @@ class Collector:
     rest of ``fill_ns`` is writing the slot). ``clip_rewards`` stores the sign of every
     reward; the episode returns stay the env's. A :class:`RecurrentActor` has its envs'
     states zeroed where their episodes end, and stored at each slot's first step in the
-    slot's ``core_state``.
+    slot's ``core_state``. A multi-agent slot's ``active`` marks the rows whose steps train:
+    live agents (the env's ``active``), and of those only the ``trains`` rows where given
+    (self-play's learning side, fastrl.rollout.selfplay).
     """
 
     def __init__(
         self, envs: BatchedEnv, act: Actor, first_env_id: int, total_envs: int,
         heartbeat: Callable[[], None] = lambda: None, clip_rewards: bool = False,
+        trains: np.ndarray | None = None,
     ) -> None:
         self.envs = envs
         self.clip_rewards = clip_rewards
@@ -142,6 +145,7 @@ class Collector:
         agents = len(getattr(envs, "agents", None) or ()) or 1
         self.agent_ids = np.arange(n, dtype=np.int32) % agents
         self._all_active: np.ndarray | None = None  # [T, E] True, for single-agent slots
+        self.trains = trains
 
     def state(self) -> dict:
         """What continues this collector's episodes in another process: the envs themselves
@@ -199,6 +203,14 @@ class Collector:
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
 
+    def _training_rows(self) -> np.ndarray | bool:
+        """The rows whose next step trains: a multi-agent env's live agents (all rows
+        where it does not say), of those ``trains`` names (self-play's learner)."""
+        live = getattr(self.envs, "active", None)
+        if self.trains is None:
+            return True if live is None else live
+        return self.trains if live is None else live & self.trains
+
     def _active_rows(self, slot: dict[str, np.ndarray]) -> np.ndarray:
         """The slot's ``active`` ``[T, E]``, or all True where it has none."""
         if "active" in slot:
@@ -221,8 +233,7 @@ class Collector:
         s_active = slot.get("active")
         for t in range(steps):
             if s_active is not None:
-                live = getattr(self.envs, "active", None)
-                s_active[t] = True if live is None else live
+                s_active[t] = self._training_rows()
             t0 = clock()
             action, log_prob, value = act(s_obs[t])
             t1 = clock()

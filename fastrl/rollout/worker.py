@@ -26,6 +26,7 @@ from fastrl.core.process import (
     set_rng_state,
 )
 from fastrl.core.timing import StageTimer
+from fastrl.envs.multiagent import learning_rows
 from fastrl.envs.source import EnvContractError, EnvError, env_seeds
 from fastrl.memory.control import RunControl
 from fastrl.memory.ring import (
@@ -49,6 +50,7 @@ from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.resume import load_parked, park_blob
 from fastrl.rollout.collector import Collector
+from fastrl.rollout.selfplay import SelfPlayActor
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 # The ring counters a worker adds to (a restarted one continues from the last one's values).
@@ -123,9 +125,9 @@ def _worker_loop(spec: WorkerSpec) -> None:
     ring_shm, weights_shm = attach(spec.ring_name), attach(spec.weights_name)
     control_shm = attach(spec.control_name)
     ring = Ring(ring_shm.buf, plan.layout, plan.cfg.infra.ring_slots)
-    weights = SharedWeights(weights_shm.buf, plan.num_params, plan.weight_banks)
+    weights, pool = plan.weights_of(weights_shm.buf)
     worker = RolloutWorker(spec, ring, weights, RunControl(control_shm.buf),
-                           state=load_parked(spec.resume_state))
+                           state=load_parked(spec.resume_state), pool=pool)
     _terminate_on_request(ring)
     try:
         while True:
@@ -150,7 +152,7 @@ class RolloutWorker:
 
     def __init__(self, spec: WorkerSpec, ring: Ring, weights: SharedWeights,
                  control: RunControl, timer: StageTimer | None = None,
-                 state: dict | None = None) -> None:
+                 state: dict | None = None, pool: SharedWeights | None = None) -> None:
         plan = spec.plan
         cfg, infra = plan.cfg, plan.cfg.infra
         self.spec, self.ring, self.weights, self.control = spec, ring, weights, control
@@ -175,8 +177,17 @@ class RolloutWorker:
         self.act = self.explore if cfg.algo.random_actions else \
             self.algorithm.make_actor(self.policy, plan.act_space, sampling_seed + 1,
                                       infra.worker_inference)
+        learning = None
+        if pool is not None:  # self-play: the other seat acts with an opponent from the pool
+            learning = learning_rows(spec.worker_id * n // 2, n)
+            opponent = plan.policy()
+            self.act = SelfPlayActor(
+                self.act, opponent, self.algorithm.make_actor(
+                    opponent, plan.act_space, sampling_seed + 2, infra.worker_inference),
+                learning, pool, cfg.selfplay, cfg.seed, spec.worker_id)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
-                                   self.beat, clip_rewards=cfg.env.clip_rewards)
+                                   self.beat, clip_rewards=cfg.env.clip_rewards,
+                                   trains=learning)
         if state is not None:  # a parked state (load_parked) to continue from
             self.collector.restore(state["collector"])
             set_rng_state(state["rng"])
@@ -238,6 +249,8 @@ class RolloutWorker:
         infra = cfg.infra
         with self.timer.stage("sync_weights"):
             self._take_weights()
+            if isinstance(self.act, SelfPlayActor):
+                self.act.prepare(ring.write_seq, self.version, self.should_stop)
         if self.algorithm.data is DataMode.REPLAY:
             # Until the learner's first update its weights are noise: act at random.
             collector.act = self.explore if self.version == 0 else self.act

@@ -27,6 +27,7 @@ class RunMemory:
         self.rings: list[Ring] = []
         self.ring_names: list[str] = []
         self.weights: SharedWeights | None = None
+        self.pool: SharedWeights | None = None  # self-play's (fastrl.rollout.selfplay)
         self.weights_name = ""
         self.control: RunControl | None = None
         self.control_name = ""
@@ -47,7 +48,7 @@ class RunMemory:
             weights = memoryview(bytearray(plan.weights_bytes))
             control = memoryview(bytearray(RunControl.nbytes()))
         self.rings = [Ring(buf, plan.layout, plan.cfg.infra.ring_slots) for buf in rings]
-        self.weights = SharedWeights(weights, plan.num_params, plan.weight_banks)
+        self.weights, self.pool = plan.weights_of(weights)
         self.control = RunControl(control)
 
     def restore(self, resume: Checkpoint, run_dir: Path) -> dict[int, str]:
@@ -59,5 +60,5 @@ class RunMemory:
     def release(self) -> None:
         """Drop the views and unlink every segment."""
         self.rings = []
-        self.weights = self.control = None
+        self.weights = self.pool = self.control = None
         self.owner.unlink_all()

@@ -58,7 +58,8 @@ def run_periodic_eval(parent_pid: int, plan: RunPlan, params: np.ndarray, run_di
         policy.eval()
         suite = SeedSuite.of(plan.cfg.log)
         results.send(evaluate(policy, plan.env, suite.seeds, "cpu", suite.max_steps,
-                              should_stop, episodes_per_seed=suite.episodes_per_seed))
+                              should_stop, episodes_per_seed=suite.episodes_per_seed,
+                              selfplay=plan.cfg.selfplay))
     except Stopped:
         pass
     except BaseException as e:

@@ -41,12 +41,14 @@ def run_serial(memory: RunMemory, run_dir: Path, worker_states: dict[int, str],
     with learner_torch(plan.cfg.infra.learner_threads):
         try:
             learner = Learner(LearnerSpec(plan, [], "", "", str(run_dir), os.getpid(), resume),
-                              events, memory.rings, memory.weights, control, timer)
+                              events, memory.rings, memory.weights, control, timer,
+                              pool=memory.pool)
             for i, ring in enumerate(memory.rings):
                 workers.append(RolloutWorker(
                     WorkerSpec(plan, i, "", "", "", str(run_dir), os.getpid(),
                                ring.get(INCARNATION), worker_states.get(i)),
-                    ring, memory.weights, control, timer, load_parked(worker_states.get(i))))
+                    ring, memory.weights, control, timer, load_parked(worker_states.get(i)),
+                    pool=memory.pool))
             try:
                 learner.start()
                 while True:
