@@ -26,10 +26,10 @@ def read_rows(path: Path) -> dict[str, np.ndarray]:
     return {k: np.array([float(r[k]) for r in rows if _number(r[k])]) for k in names}
 
 
-def _number(text: str) -> bool:
+def _number(text: str | None) -> bool:
     try:
         float(text)
-    except ValueError:
+    except (TypeError, ValueError):  # (None: a row of a file written before the column was)
         return False
     return True
 

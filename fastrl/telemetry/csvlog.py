@@ -13,8 +13,8 @@ from fastrl.core.files import telling_disk_full
 COLUMNS: dict[str, tuple[str, ...]] = {
     "episodes.csv": ("step", "return", "length", "time"),
     "evals.csv": ("step", "time", "source", "return_mean", "return_std", "return_min",
-                  "return_max", "length_mean", "episodes"),
-}
+                  "return_max", "length_mean", "episodes", "win_rate"),
+}  # (win_rate: self-play's evaluations against the baseline; empty for other runs)
 
 
 class CsvLog:

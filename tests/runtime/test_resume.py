@@ -75,6 +75,10 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path, capf
     # a multi-agent env whose agents come and go: each agent's episode (and state) too
     pytest.param(2, ("env.fn=scripted_envs:Relay", "infra.envs_per_worker=6",
                      "algo.core=gru", "algo.core_size=8"), id="2-multi-agent-gru"),
+    # self-play: the pool of snapshots is checkpointed, and the opponents drawn again
+    pytest.param(2, ("env.id=fastrl/Duel-v0", "selfplay.enabled=true",
+                     "selfplay.snapshot_every=2", "selfplay.pool_size=3",
+                     "selfplay.latest_prob=0.2"), id="2-selfplay"),
 ])
 def test_stop_and_resume_gives_bit_identical_weights(workers, overrides, launch, tmp_path,
                                                      straight_run, capfd):
