@@ -268,7 +268,13 @@ def check_selfplay(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> Non
 
 def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:
     """A multi-agent env takes one slot row per agent: ``infra.envs_per_worker`` counts
-    rows, so it must be a multiple of the agents."""
+    rows, so it must be a multiple of the agents; and it trains on-policy, where padding
+    rows are masked out of the loss (a replay buffer would store them as transitions)."""
+    algo = cfg.algo.algorithm
+    if agents and algo.data is DataMode.REPLAY:
+        raise ConfigError(f"env {env_id!r} has {len(agents)} agents: multi-agent envs train "
+                          "with the on-policy algorithms (algo.name=a2c, appo or ppo), not "
+                          f"algo.name={algo.name}")
     rows = cfg.infra.envs_per_worker
     if agents and rows % len(agents):
         a = len(agents)

@@ -32,6 +32,8 @@ from fastrl.runtime.faults import ChildFailed
 
 ALL_PEERS = ("raw", "sync", "async", "sb3", "envpool", "supersuit")
 MULTI_AGENT_PEERS = ("supersuit",)  # what steps a PettingZoo env (the others: Gymnasium's)
+# fastrl's batched multi-agent games, and the same game under PettingZoo's API for the peers
+PETTINGZOO_TWIN = {"fastrl/Duel-v0": "fastrl.bench.duel_pettingzoo"}
 IN_PROCESS = ("replay", *LEARNER_SCENARIOS)  # no env workers: measured in this process
 SOLVE = "solve"  # whole training runs, each a process of its own (fastrl.bench.solve)
 # --heavy-us: each CartPole's twin with fixed CPU work per step (env.kwargs spin_iters)
@@ -175,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         env_ids, peer_default = [HEAVY[e] for e in env_ids], HEAVY["CartPole-v1"]
         kwargs = {"spin_iters": spin_iters_for(args.heavy_us)}
-    peer_env = next((e for e in env_ids if e not in BUILTIN_BATCHED), peer_default)
+    peer_env = next((PETTINGZOO_TWIN.get(e, e) for e in env_ids
+                     if e not in BUILTIN_BATCHED or e in PETTINGZOO_TWIN), peer_default)
     window = dict(warmup_s=args.warmup, duration_s=args.duration)
     extra = ["infra.pin_workers=true"] if args.pin else []
 

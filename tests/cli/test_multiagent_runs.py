@@ -51,3 +51,10 @@ def test_rows_that_do_not_divide_into_agents_are_refused_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert "has 3 agents" in proc.stderr and "multiple of 3" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_replay_algorithm_on_a_multi_agent_env_is_refused_in_one_line(tmp_path):
+    proc = train_main([*RELAY, "algo.name=dqn", "algo.replay.learning_starts=256",
+                       "algo.num_minibatches=4", "algo.update_epochs=4"], tmp_path)
+    assert proc.returncode == 2
+    assert "multi-agent envs train with the on-policy algorithms" in proc.stderr
