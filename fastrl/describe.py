@@ -17,7 +17,8 @@ with the reason, as ``python -m fastrl.train`` would.
   ``ray_address`` (under ray: the cluster, null for a local Ray started for the run).
 - ``env``: ``id``, ``source`` (``gymnasium.make``, ``atari``, ``envpool``, ``env.fn``,
   ``env.vector_fn`` or ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
-  ``observation_space``, ``action_space``.
+  ``observation_space``, ``action_space``, ``agents`` and ``agent_groups`` (a multi-agent
+  env's; null otherwise).
 - ``rollout``: ``workers``, ``processes``, ``device`` (cpu), ``torch_threads`` (under
   serial the process's: infra.learner_threads),
   ``envs_per_worker``, ``total_envs``, ``rollout_len``, ``transitions_per_slot``,
@@ -32,7 +33,9 @@ with the reason, as ``python -m fastrl.train`` would.
 - ``learner``: ``processes`` (0 under serial), ``device``, ``torch_threads`` (as in
   ``rollout``), ``algo``,
   ``policy``, ``num_params``; PPO adds ``num_minibatches`` and ``update_epochs``.
-- ``weights``: ``transport``, ``num_params`` (float32), ``bytes``.
+- ``weights``: ``transport``, ``num_params`` (float32), ``bytes`` (the self-play pool's
+  included), ``selfplay`` (``pool_size``, ``snapshot_every``, ``latest_prob``,
+  ``pool_banks``, ``pool_bytes``, ``baseline``; null without self-play).
 - ``logging``: ``run_dir``, ``tensorboard`` (its folder, or null), ``console``,
   ``checkpoints`` (``every_steps``, ``keep``; null when nothing is trained),
   ``evaluation`` (``every_steps``, ``first_seed``, ``seeds``, ``episodes_per_seed``,
@@ -65,6 +68,7 @@ from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
 from fastrl.memory.records import ObsRecord, obs_record
+from fastrl.memory.weights import SharedWeights
 from fastrl.models.recurrent import NO_CORE
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
@@ -95,11 +99,22 @@ def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
         "learner": _learner_part(plan, policy),
         "weights": {"transport": f"{_memory(cfg)}-memory seqlock" + (
             ", broadcast to the actors through Ray's object store" if _ray(cfg) else ""),
-                    "num_params": plan.num_params, "bytes": plan.weights_bytes},
+                    "num_params": plan.num_params, "bytes": plan.weights_bytes,
+                    "selfplay": _selfplay_part(plan)},
         "logging": _logging_part(plan, run_dir or _new_run_dir(cfg)),
         "supervisor": _supervisor_part(cfg),
         "shared_memory": _shared_memory_part(plan),
     }
+
+
+def _selfplay_part(plan: RunPlan) -> dict[str, Any] | None:
+    sp = plan.cfg.selfplay
+    if not sp.enabled:
+        return None
+    return {"pool_size": sp.pool_size, "snapshot_every": sp.snapshot_every,
+            "latest_prob": sp.latest_prob, "pool_banks": plan.pool_banks,
+            "pool_bytes": SharedWeights.nbytes(plan.num_params, plan.pool_banks),
+            "baseline": sp.baseline or None}
 
 
 def _serial(cfg: MainConfig) -> bool:
@@ -416,6 +431,7 @@ def _rollout_lines(report: dict[str, Any]) -> list[str]:
         f"{_rows_text(r['envs_per_worker'], report['env']['agents'])} each, "
         f"{r['total_envs']:,} in total: {_env_text(report['env'])}",
         *_agent_lines(report["env"]),
+        *_selfplay_lines(report["weights"]["selfplay"]),
         f"observations {report['env']['observation_space']}, actions "
         f"{report['env']['action_space']}",
         *_leaf_lines(report["env"]["observation_leaves"], report["env"]["observation_bytes"]),
@@ -440,6 +456,17 @@ def _agent_lines(env: dict[str, Any]) -> list[str]:
     return [f"agents: {', '.join(env['agents'])} (groups: {', '.join(env['agent_groups'])}), "
             "one row each, sharing one policy; a row whose agent is not in its env is "
             "padding, kept out of the loss and the episode statistics until the env resets"]
+
+
+def _selfplay_lines(sp: dict[str, Any] | None) -> list[str]:
+    if sp is None:
+        return []
+    against = sp["baseline"] or "the env's own baseline"
+    return [f"self-play: env g's learner in seat g % 2, only its rows train; the other acts "
+            f"with the newest policy ({sp['latest_prob']:.0%} of slots) or a snapshot of the "
+            f"last {sp['pool_size']} (one every {sp['snapshot_every']} updates, "
+            f"{sp['pool_banks']} banks, {human_bytes(sp['pool_bytes'])} after the weights in "
+            f"shared memory); evaluations play {against}"]
 
 
 def _core_lines(core: dict[str, Any] | None) -> list[str]:

@@ -47,7 +47,8 @@ def test_numbers_are_the_plans(shape):
     assert buffer["batch_size"] == infra.num_workers * infra.envs_per_worker * infra.rollout_len
     assert report["rollout"]["total_envs"] == infra.num_workers * infra.envs_per_worker
     assert report["weights"] == {"transport": "shared-memory seqlock",
-                                 "num_params": plan.num_params, "bytes": plan.weights_bytes}
+                                 "num_params": plan.num_params, "bytes": plan.weights_bytes,
+                                 "selfplay": None}
     assert report["learner"]["device"] == plan.device
     assert report["learner"]["policy"].endswith(type(plan.policy()).__name__)
     assert report["run"]["processes"]["total"] == infra.num_workers + 2
@@ -314,3 +315,15 @@ def test_a_multi_agent_run_shows_agents_times_envs_rows():
     assert "2 x 2 envs x 3 agents = 6 rows on CPU = 12 rows" in summary(report)
     single, plan = report_of(TINY)
     assert single["env"]["agents"] is None and "active" not in plan.layout.offsets
+
+
+def test_a_self_play_run_shows_its_pool_in_the_weights_segment():
+    report, plan = report_of([*TINY, "env.id=fastrl/Duel-v0", "selfplay.enabled=true",
+                              "selfplay.pool_size=4", "selfplay.snapshot_every=5"])
+    sp = report["weights"]["selfplay"]
+    assert sp["pool_size"] == 4 and sp["pool_banks"] == plan.pool_banks >= 5
+    assert report["weights"]["bytes"] == report_of([*TINY, "env.id=fastrl/Duel-v0"])[0][
+        "weights"]["bytes"] + sp["pool_bytes"]
+    assert "self-play: env g's learner in seat g % 2" in one_line(report)
+    assert "evaluations play the env's own baseline" in one_line(report)
+    assert report_of(TINY)[0]["weights"]["selfplay"] is None

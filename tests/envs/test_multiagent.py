@@ -13,6 +13,7 @@ from scripted_envs import Relay
 
 from fastrl.envs.batched import own_rows
 from fastrl.envs.contract import check_env
+from fastrl.envs.duel import BatchedDuel
 from fastrl.envs.errors import EnvContractError, EnvError
 from fastrl.envs.multiagent import agent_group, pettingzoo_factory
 from fastrl.envs.source import EnvSource
@@ -99,3 +100,36 @@ def test_a_turn_based_aec_game_is_refused_in_one_line():
 def test_agent_groups_follow_pettingzoo_names():
     assert [agent_group(a) for a in ("adversary_0", "adversary_12", "agent", "red_team_1")] \
         == ["adversary", "adversary", "agent", "red_team"]
+
+
+class HalfLive(BatchedDuel):
+    """Duel whose second players are not live at odd steps: a user's batched multi-agent
+    simulator that keeps ``active``."""
+
+    def __init__(self, seeds, **kwargs):
+        super().__init__(seeds, **kwargs)
+        self.active = np.ones(self.num_envs, np.bool_)
+        self.t = 0
+
+    def step_into(self, actions, out):
+        super().step_into(actions, out)
+        self.t += 1
+        self.active[1::2] = self.t % 2 == 0
+
+
+def test_a_batched_simulator_with_agents_takes_a_row_per_agent_and_keeps_active():
+    envs = EnvSource("half", vector_env_fn=HalfLive).make([0, 1, 2])
+    assert envs.num_envs == 6 and envs.agents == ("player_0", "player_1")
+    envs.reset()
+    envs.step(np.ones(6, np.int64))
+    assert envs.active.tolist() == [True, False] * 3
+    check_env(EnvSource("half", vector_env_fn=HalfLive), seed=0)
+
+
+def test_a_batched_simulator_with_agents_but_one_row_an_env_is_refused():
+    class OneRow(BatchedDuel):
+        agents = ("player_0", "player_1", "player_2")
+
+    with pytest.raises(EnvContractError, match=r"num_envs should be 6 \(one env per seed, "
+                                               r"times its 3 agents\), got int 4"):
+        EnvSource("one-row", vector_env_fn=OneRow).make([0, 1])
