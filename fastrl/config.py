@@ -384,15 +384,12 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
 
 
 def _check_selfplay(cfg: MainConfig) -> None:
-    """Self-play trains on-policy, in local or serial workers, with a feed-forward policy."""
+    """Self-play trains on-policy, with a feed-forward policy."""
     algo = cfg.algo.algorithm
     if not (algo.trains and algo.data.on_policy):
         raise ConfigError("config key 'selfplay.enabled=true' trains "
                           f"{_names(lambda a: a.data.on_policy and a.trains)}, not "
                           f"algo.name={algo.name}")
-    if cfg.infra.runtime == "ray":
-        raise ConfigError("config key 'selfplay.enabled=true' runs on infra.runtime=local or "
-                          "serial (the pool lives in this machine's shared memory), not ray")
     if cfg.algo.core != NO_CORE:
         raise ConfigError(f"config key 'selfplay.enabled=true' takes a feed-forward policy; "
                           f"algo.core={cfg.algo.core} is not supported with it yet")

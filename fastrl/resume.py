@@ -102,6 +102,21 @@ def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: An
                 f"{now} (algo.hidden_sizes must stay as it was)")
 
 
+#: the self-play settings that shape the pool a checkpoint holds (fastrl.rollout.selfplay)
+POOL_SHAPE = ("enabled", "pool_size", "snapshot_every")
+
+
+def check_selfplay_kept(ckpt: Checkpoint, before: Any, now: Any) -> None:
+    """Refuse to resume ``ckpt`` with self-play turned on or off, or its pool reshaped: the
+    snapshots a worker may draw would be missing or in other banks."""
+    changed = [f"selfplay.{k}: {getattr(before, k)} -> {getattr(now, k)}" for k in POOL_SHAPE
+               if getattr(before, k) != getattr(now, k)]
+    if changed:
+        raise CheckpointError(f"cannot resume from {ckpt.path}: its self-play pool does not "
+                              f"fit the config ({'; '.join(changed)}); keep those settings "
+                              "to resume")
+
+
 def manifest_info(plan: RunPlan, param_shapes: dict[str, list[int]], updates: int,
                   final: bool, rings: list[Ring], parked: list[int]) -> dict[str, Any]:
     """What the manifest says about the run that wrote a checkpoint (beside the versions,

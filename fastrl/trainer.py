@@ -37,7 +37,7 @@ from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
-from fastrl.resume import check_resumable, replay_shape
+from fastrl.resume import check_resumable, check_selfplay_kept, replay_shape
 from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S
 from fastrl.runtime.supervisor import RunResult, Supervisor
 
@@ -226,6 +226,7 @@ class Trainer:
                         param_shapes(plan.policy()), config.algo.name, replay_shape(config))
         notes += set_aside_newer(run_dir, ckpt)  # (accepted: the run will write checkpoints)
         trained_with = load_config(ckpt.path / "config.yaml", saved=True)
+        check_selfplay_kept(ckpt, trained_with.selfplay, config.selfplay)
         changes = config_changes(trained_with, config)
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "
                      f"{ckpt.global_step:,}; config changes: "

@@ -75,11 +75,12 @@ def _preview(value: Any) -> str:
 
 def _check_gym_env(source: EnvSource, seed: int, steps: int) -> None:
     env_id = source.env_id
-    with contextlib.closing(source.make_one()) as env:
-        if is_multi_agent(env):  # made parallel: checked as rows, as a batched simulator is
-            env.close()
-            _check_batched_env(source, seed, steps)
-            return
+    env = source.make_one()
+    if is_multi_agent(env):  # made parallel: checked as rows, as a batched simulator is
+        env.close()
+        _check_batched_env(source, seed, steps)
+        return
+    with contextlib.closing(env):
         check_obs = _obs_checker(env_id, env.observation_space)
         where = f"reset(seed={seed})"
         first = copy.deepcopy(_checked_reset(env_id, where, env.reset(seed=seed), check_obs))

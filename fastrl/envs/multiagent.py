@@ -76,8 +76,12 @@ def pettingzoo_factory(env_id: str) -> Callable[..., Any] | None:
         return None
     try:
         module = importlib.import_module(env_id)
-    except ImportError:
-        return None
+    except ImportError as e:
+        missing = getattr(e, "name", None)
+        if isinstance(e, ModuleNotFoundError) and missing and \
+                (env_id == missing or env_id.startswith(missing + ".")):
+            return None  # no such module: a Gymnasium id
+        raise EnvError(f"env.id={env_id!r}: importing the module failed ({e})") from None
     factory = getattr(module, "parallel_env", None) or getattr(module, "env", None)
     return factory if callable(factory) else None
 
@@ -134,6 +138,7 @@ class ParallelEnvGroup(WritesRows):
         self._index = {agent: a for a, agent in enumerate(self.agents)}
         self.num_envs = len(envs) * len(self.agents)
         self.max_episode_steps = None  # PettingZoo envs truncate as they like
+        self.baseline = getattr(envs[0], "baseline", None)  # self-play's scripted opponent
         self._store = ObsStore(env_id, self.observation_space)
         self._padding = self._store.padding()
         self._box_action = isinstance(self.action_space, gym.spaces.Box)

@@ -261,8 +261,9 @@ class CheckedBatchedEnv:
         self.action_space = sim.action_space
         self._obs_shape, self._obs_dtype = storage_of(self.observation_space, "observation")
         self._record = obs_record(self.observation_space)
-        self._rows = own_rows(n, self._obs_shape, self._obs_dtype)
+        self._rows = own_rows(rows, self._obs_shape, self._obs_dtype)
         self.max_episode_steps = getattr(sim, "max_episode_steps", None)
+        self.baseline = getattr(sim, "baseline", None)  # self-play's scripted opponent
         if self.max_episode_steps is not None and not (
                 isinstance(self.max_episode_steps, int | np.integer)
                 and self.max_episode_steps > 0):

@@ -99,7 +99,8 @@ def evaluate_episodes(
     seed's return and length are the mean over its agents (agents that never play an
     episode aside). With ``selfplay`` enabled, only the learner's seat of each game counts
     (alternating with the seed, fastrl.envs.multiagent.learning_rows): the other plays
-    the scripted baseline (:func:`baseline_of`), and the summary has the win rate.
+    the scripted baseline (:func:`baseline_of`), and the summary has the win rate (none
+    without a baseline: the policy then plays itself).
     """
     envs = env.make(seeds)
     n = envs.num_envs  # rows: len(seeds) times a multi-agent env's agents
@@ -145,7 +146,7 @@ def evaluate_episodes(
         warnings.simplefilter("ignore", RuntimeWarning)
         return Episodes(list(seeds), np.nanmean(returns.reshape(per_seed), 1),
                         np.nanmean(lengths.reshape(per_seed), 1).round().astype(np.int64),
-                        zero_sum=playing)
+                        zero_sum=opponent is not None)
 
 
 def baseline_of(selfplay: SelfPlayConfig, envs: Any, seed: int) -> Callable | None:

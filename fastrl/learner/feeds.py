@@ -219,8 +219,9 @@ class OnPolicyFeed:
         with self.timer.stage("train"):
             data = staged.use()
             # the statistics first: this batch is trained on with them
-            if self.cfg.algo.normalize_obs:
-                observe_observations(self.policy, data["obs"])
+            if self.cfg.algo.normalize_obs:  # (of the steps that train: no padding)
+                observe_observations(self.policy, data["obs"] if "active" not in data
+                                     else data["obs"][data["active"]])
             if self.reward_scale:
                 data = {**data, "reward": data["reward"] * self._reward_factor(staged.host)}
             stats = self.update.update(data, lr)
@@ -230,7 +231,8 @@ class OnPolicyFeed:
     def _reward_factor(self, host: dict[str, np.ndarray]) -> float:
         """Fold a batch's rewards into the return statistics; the factor to scale them by."""
         return self.reward_scale.update(host["reward"], host["terminated"] | host["truncated"],
-                                        host["env_id"], self.cfg.infra.envs_per_worker)
+                                        host["env_id"], self.cfg.infra.envs_per_worker,
+                                        host.get("active"))
 
     def overlap(self, version: int, step: int, stage_next: bool) -> None:
         """On CUDA: stage the next batch while the update runs, when its slots are ready

@@ -181,8 +181,7 @@ class Collector:
             slot["core_state"][...] = self.act.state.numpy()
         actions_into = getattr(self.act, "actions_into", None)
         rollout_into = getattr(self.envs, "rollout_into", None)
-        if actions_into is not None and rollout_into is not None and \
-                getattr(self.envs, "active", None) is None:
+        if actions_into is not None and rollout_into is not None and "active" not in slot:
             act_ns, env_ns = self._rollout(slot, actions_into, rollout_into)
         else:
             act_ns, env_ns = self._step_by_step(slot)
@@ -231,9 +230,11 @@ class Collector:
         kept = np.zeros(len(self.env_ids), np.int64)  # final observations kept, per env
         act_ns = env_ns = 0
         s_active = slot.get("active")
+        live = getattr(self.envs, "active", None)  # a multi-agent simulator's live rows
         for t in range(steps):
             if s_active is not None:
                 s_active[t] = self._training_rows()
+            live_before = None if live is None else self.envs.active.copy()
             t0 = clock()
             action, log_prob, value = act(s_obs[t])
             t1 = clock()
@@ -244,6 +245,8 @@ class Collector:
             step_into(action, StepRows(s_obs[t + 1] if t + 1 < steps else s_boot, s_reward[t],
                                        s_term[t], s_trunc[t], self._final_step))
             t3 = clock()
+            if live_before is not None:
+                self._check_padding(live_before, s_term[t], s_trunc[t], t)
             if s_trunc[t].any():
                 self._keep_final_obs(slot, np.flatnonzero(s_trunc[t]), kept)
             if recurrent:
@@ -252,6 +255,20 @@ class Collector:
             env_ns += t3 - t2
             heartbeat()
         return act_ns, env_ns
+
+    def _check_padding(self, live_before: np.ndarray, terminated: np.ndarray,
+                       truncated: np.ndarray, t: int) -> None:
+        """Hold a multi-agent simulator to the padding rules (fastrl.envs.multiagent): a
+        padding step ends no return (``terminated`` is set on it here), and a row whose agent
+        leaves ends its episode in that step; else an :class:`EnvContractError`."""
+        terminated |= ~live_before
+        left = live_before & ~self.envs.active & ~(terminated | truncated)
+        if left.any():
+            row = int(np.flatnonzero(left)[0])
+            raise EnvContractError(
+                f"env {int(self.env_ids[row])} (a row of a multi-agent simulator) went from "
+                f"active to inactive at step {t} of a slot without terminated or truncated: "
+                "an agent that leaves must end its episode in that step")
 
     def _keep_final_obs(self, slot: dict[str, np.ndarray], envs: np.ndarray,
                         kept: np.ndarray) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,7 +22,6 @@ from fastrl.core.process import crash_text
 from fastrl.envs.errors import EnvError
 from fastrl.memory.control import RunControl
 from fastrl.memory.ring import WAIT_NS, Ring
-from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
 from fastrl.rollout.worker import WORKER_COUNTERS, RolloutWorker, WorkerSpec
 
@@ -52,6 +52,7 @@ class RemoteWorker:
         # Nothing that can fail here: Ray reports a failed constructor without its cause.
         self.plan, self.worker_id, self.incarnation = plan, worker_id, incarnation
         self.worker: RolloutWorker | None = None
+        self.pool = None  # self-play's pool snapshots, as the relay sends them
 
     def _crash(self, e: BaseException) -> WorkerCrash:
         context = (f"worker {self.worker_id} (incarnation {self.incarnation}, Ray actor pid "
@@ -71,14 +72,15 @@ class RemoteWorker:
             ring.restore(write_seq, write_seq, np.empty((0, plan.layout.nbytes), np.uint8))
             for counter, value in counters.items():
                 ring.set(counter, value)
-            weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(
-                plan.num_params))), plan.num_params)
+            # (the weights the relay sends, and self-play's pool snapshots)
+            weights, self.pool = plan.weights_of(memoryview(bytearray(plan.weights_bytes)))
             spec = WorkerSpec(plan, self.worker_id, "", "", "", "", os.getpid(),
                               self.incarnation)
             # (a run of its own that never stops: the driver ends it with finish())
             control = RunControl(memoryview(bytearray(RunControl.nbytes())))
             self.worker = RolloutWorker(spec, ring, weights, control,
-                                        state=pickle.loads(parked) if parked else None)
+                                        state=pickle.loads(parked) if parked else None,
+                                        pool=self.pool)
             import ray  # (this runs in a Ray actor)
 
             node = ray.get_runtime_context().get_node_id()[:8]
@@ -86,14 +88,18 @@ class RemoteWorker:
             raise self._crash(e) from None
         return os.getpid(), f"{socket.gethostname()} (node {node})"
 
-    def fill(self, version: int, key: int,
-             params: np.ndarray | None) -> tuple[np.ndarray, dict]:
-        """Take the weights of ``version`` under ``key`` (when ``params`` is given), fill the
-        next slot, and return its bytes and the worker's counters."""
+    def fill(self, version: int, key: int, params: np.ndarray | None,
+             *opponent: Any) -> tuple[np.ndarray, dict]:
+        """Take the weights of ``version`` under ``key`` (when ``params`` is given) and
+        self-play's pool snapshot ``opponent`` (``key, version, params``, when given),
+        fill the next slot, and return its bytes and the worker's counters."""
         worker = self.worker
         try:
             if params is not None:
                 worker.weights.write(params, version, key)
+            if opponent:
+                snapshot, snapshot_version, snapshot_params = opponent
+                self.pool.write(snapshot_params, snapshot_version, snapshot)
             worker.fill_one()
             ring = worker.ring
             data = ring.read_bytes().copy()  # (the slot is reused by the next call)

@@ -14,7 +14,9 @@ relay thread in the supervisor process.
   seqlock, puts them into the object store once, and sends that reference, with the same
   version number, with each worker's next call: a broadcast every node fetches once.
   PPO's rule (slot k waits for the weights of update k - max_policy_lag) is applied before a
-  call is made, so a remote worker never waits.
+  call is made, so a remote worker never waits. With self-play, the relay draws each slot's
+  opponent as the worker will (fastrl.rollout.selfplay.opponent_key) and sends that pool
+  snapshot along with the call, once per actor while it keeps it.
 - **Supervision.** Each actor has a process-like handle (:class:`ActorHandle`), so the
   supervisor restarts dead and hung actors, counts restarts and gives up exactly as it does
   for worker processes. Heartbeats are per call: a call in flight longer than
@@ -49,6 +51,7 @@ from fastrl.memory.ring import HEARTBEAT_NS, INCARNATION, READ_SEQ, VERSION_SEEN
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
+from fastrl.rollout.selfplay import opponent_key
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
 from fastrl.runtime.base import RunState
 from fastrl.runtime.faults import ChildFailed
@@ -95,6 +98,7 @@ class ActorHandle:
     started: bool = False
     calls: deque = field(default_factory=deque)  # (ref, kind) in call order
     key_sent: int = -1  # of the weights it acts with (fastrl.memory.weights)
+    pool_held: dict = field(default_factory=dict)  # self-play: its pool's bank -> key
     idle_since_ns: int | None = None
 
     def is_alive(self) -> bool:
@@ -127,9 +131,11 @@ class RayWorkers:
 
     def __init__(self, plan: RunPlan, run_dir: Path, rings: list[Ring],
                  weights: SharedWeights, control: RunControl,
-                 stopping: Callable[[], bool]) -> None:
+                 stopping: Callable[[], bool], pool: SharedWeights | None = None) -> None:
         self.ray = ray = import_ray()
         self.plan, self.run_dir, self.rings, self.weights = plan, Path(run_dir), rings, weights
+        self.pool = pool  # self-play's snapshots (fastrl.rollout.selfplay)
+        self._snapshots: dict[int, tuple[int, Any]] = {}  # key -> (version, ref), the pool's
         self.control = control
         self.handles: dict[int, ActorHandle] = {}
         self._started: list[ActorHandle] = []  # started since the last take_started()
@@ -340,9 +346,13 @@ class RayWorkers:
             if weights is None:
                 break
             key, version, ref = weights
+            opponent = self._opponent_for(handle, seq, version)
+            if opponent is False:
+                break
             send = key != handle.key_sent
-            handle.calls.append((handle.actor.fill.remote(version, key, ref if send else None),
-                                 "fill"))
+            # (Ray resolves object refs passed as arguments themselves, not inside a tuple)
+            handle.calls.append((handle.actor.fill.remote(version, key, ref if send else None,
+                                                          *(opponent or ())), "fill"))
             if send:
                 handle.key_sent = key
                 ring.set(VERSION_SEEN, version)
@@ -354,6 +364,29 @@ class RayWorkers:
             if handle.idle_since_ns is None:
                 handle.idle_since_ns = now
             ring.set(HEARTBEAT_NS, now)  # waiting for the learner is not hanging
+
+    def _opponent_for(self, handle: ActorHandle, seq: int, version: int):
+        """Self-play: ``(key, version, ref)`` of the pool snapshot slot ``seq`` of
+        ``handle``'s worker (collected with weights ``version``) plays against, where the
+        actor does not hold it yet; None when it needs none; False while the learner has
+        yet to write it."""
+        if self.pool is None:
+            return None
+        cfg = self.plan.cfg
+        key = opponent_key(cfg.selfplay, cfg.seed, handle.worker_id, seq, version)
+        bank = None if key is None else key % self.pool.banks
+        if key is None or handle.pool_held.get(bank) == key:
+            return None
+        if key not in self._snapshots:
+            if not self.pool.has(key):
+                return False
+            snapshot = np.empty(self.plan.num_params, np.float32)
+            held = self.pool.read_key(key, snapshot, self.control.run_over)
+            self._snapshots[key] = (held, self.ray.put(snapshot))
+            for old in sorted(self._snapshots)[:-self.pool.banks]:
+                del self._snapshots[old]
+        handle.pool_held[bank] = key
+        return (key, *self._snapshots[key])
 
     @staticmethod
     def _end_wait(handle: ActorHandle, ring: Ring, now: int) -> None:
@@ -434,7 +467,7 @@ class RayRuntime(LocalRuntime):
     def execute(self, run: RunState) -> None:
         """Connect to Ray and place the workers, then run as ``local``."""
         self.workers = RayWorkers(run.plan, run.run_dir, run.memory.rings, run.memory.weights,
-                                  run.memory.control, run.stop.requested)
+                                  run.memory.control, run.stop.requested, run.memory.pool)
         super().execute(run)
 
     def start_worker(self, run: RunState, i: int, parked: str | None = None) -> None:

@@ -47,8 +47,7 @@ BARS = {"cartpole_dqn": (200_000, 475.0), "pendulum_sac": (30_000, -250.0)}
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("config,seed", [("cartpole_dqn", 1), ("cartpole_dqn", 2),
-                                         ("pendulum_sac", 1)])
+@pytest.mark.parametrize("config,seed", [("cartpole_dqn", 1), ("pendulum_sac", 1)])
 def test_off_policy_configs_reach_their_bar_in_their_step_budget(config, seed, tmp_path,
                                                                  no_shm_residue):
     """DQN: eval mean >= 475 on CartPole-v1 within 200k env steps; SAC: >= -250 on

@@ -133,3 +133,47 @@ def test_a_batched_simulator_with_agents_but_one_row_an_env_is_refused():
     with pytest.raises(EnvContractError, match=r"num_envs should be 6 \(one env per seed, "
                                                r"times its 3 agents\), got int 4"):
         EnvSource("one-row", vector_env_fn=OneRow).make([0, 1])
+
+
+class StepIntoOnly:
+    """A user's multi-agent simulator that writes with ``step_into`` only (Duel inside)."""
+
+    def __init__(self, seeds):
+        self.duel = BatchedDuel(seeds, steps=6)
+        self.agents, self.num_envs = self.duel.agents, self.duel.num_envs
+        self.observation_space, self.action_space = (self.duel.observation_space,
+                                                     self.duel.action_space)
+        self.baseline = "its own baseline"
+
+    def reset(self):
+        return self.duel.reset()
+
+    def step_into(self, actions, out):
+        self.duel.step_into(actions, out)
+
+    def close(self):
+        pass
+
+
+def test_a_step_into_only_multi_agent_simulator_is_checked_with_a_row_per_agent():
+    source = EnvSource("step-into", vector_env_fn=StepIntoOnly)
+    check_env(source, seed=0)
+    envs = source.make([0, 1])
+    envs.reset()
+    obs, reward, terminated, _, _ = envs.step(np.ones(4, np.int64))
+    assert obs.shape == (4, 7) and reward.shape == terminated.shape == (4,)
+    assert envs.baseline == "its own baseline"
+
+
+def test_a_pettingzoo_env_s_baseline_is_passed_through():
+    class WithBaseline(Relay):
+        baseline = "relay's baseline"
+
+    assert EnvSource("relay", env_fn=WithBaseline).make([0]).baseline == "relay's baseline"
+    assert relay(0).baseline is None
+
+
+def test_a_module_id_whose_own_imports_fail_says_so():
+    with pytest.raises(EnvError, match="env.id='scripted_pz.broken_v0': importing the module "
+                                       "failed .No module named 'a_dependency"):
+        pettingzoo_factory("scripted_pz.broken_v0")

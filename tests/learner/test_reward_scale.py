@@ -51,3 +51,28 @@ def test_returns_run_on_across_batches_and_slots_and_scale_by_their_std():
     again.load_state_dict({k: v.clone() for k, v in scale.state_dict().items()})
     assert np.array_equal(again.returns, scale.returns)
     assert torch.equal(again.stats.var, scale.stats.var)
+
+
+def test_padding_steps_of_a_multi_agent_batch_leave_the_statistics_alone():
+    rng = np.random.default_rng(0)
+    reward = rng.normal(size=(6, 4))
+    done = np.zeros((6, 4), bool)
+    env_id = np.tile(np.arange(4), (6, 1))
+    active = np.ones((6, 4), bool)
+    active[3:, 1] = False  # row 1's agent is gone: padding, reward 0, terminated
+    done[2, 1], done[3:, 1] = True, True
+    reward[3:, 1] = 0.0
+    padded, clean = ReturnScale(4, GAMMA), ReturnScale(4, GAMMA)
+    factor = padded.update(reward, done, env_id, 4, active)
+    # the same statistics as the batch without those steps: row 1's steps 3-5 left out
+    seen_without = clean.update(reward, done, env_id, 4)
+    assert factor != seen_without
+    kept = ReturnScale(4, GAMMA)
+    returns = np.zeros(4)
+    samples = []
+    for t in range(6):
+        returns = returns * GAMMA + reward[t]
+        samples += [returns[e] for e in range(4) if active[t, e]]
+        returns = np.where(done[t], 0.0, returns)
+    kept.stats.update(torch.tensor(samples, dtype=torch.float32).reshape(-1, 1))
+    assert factor == pytest.approx(float(torch.rsqrt(kept.stats.var + 1e-8)))

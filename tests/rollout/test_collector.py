@@ -18,6 +18,7 @@ from fastrl.algos.ppo import PPO
 from fastrl.config import AlgoConfig
 from fastrl.envs import BatchedCartPole
 from fastrl.envs.batched import copy_step
+from fastrl.envs.duel import BatchedDuel
 from fastrl.envs.source import CheckedBatchedEnv, EnvContractError, EnvGroup, EnvSource
 from fastrl.memory.layout import trajectory_layout
 from fastrl.models.actors import RandomActor, policy_actor
@@ -265,3 +266,55 @@ def test_a_multi_agent_slot_marks_padding_and_keeps_it_out_of_episodes():
     assert slot["episode_length"][:, 2][ended[:, 2]].tolist() == [3, 3]
     assert (slot["reward"][~slot["active"]] == 0).all()
     assert slot["terminated"][~slot["active"]].all()
+
+
+class LeavesSilently(BatchedDuel):
+    """A user's multi-agent simulator whose second players go inactive after step 2 with
+    no episode end, and whose padding steps do not set terminated."""
+
+    def __init__(self, seeds):
+        super().__init__(seeds)
+        self.active = np.ones(self.num_envs, np.bool_)
+        self.t = 0
+
+    def step_into(self, actions, out):
+        super().step_into(actions, out)
+        self.t += 1
+        self.active[1::2] = self.t < 2
+
+
+def multi_agent_slot(envs, steps: int):
+    layout = trajectory_layout(envs.observation_space, envs.action_space, steps,
+                               envs.num_envs, multi_agent=True)
+    return layout.views(memoryview(bytearray(layout.nbytes)), 0)
+
+
+def test_a_multi_agent_simulator_is_held_to_the_padding_rules():
+    envs = LeavesSilently([0, 1])
+    slot = multi_agent_slot(envs, 4)
+    with pytest.raises(EnvContractError, match="env 1 .a row of a multi-agent simulator. "
+                                               "went from active to inactive at step 1"):
+        Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
+
+    class EndsThenPads(LeavesSilently):
+        def step_into(self, actions, out):
+            super().step_into(actions, out)
+            out.terminated[1::2] |= self.t == 2  # the episode ends as the agent leaves
+
+    envs = EndsThenPads([0, 1])
+    slot = multi_agent_slot(envs, 4)
+    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
+    # the padding steps after it end no return: terminated set by the collector
+    assert slot["terminated"][2:, 1::2].all() and not slot["active"][2:, 1::2].any()
+
+
+def test_a_multi_agent_slot_stepped_whole_marks_every_row_active():
+    class TwoAgentCartPole(BatchedCartPole):  # (rollout_into: a whole slot in one call)
+        agents = ("left", "right")
+
+    envs = TwoAgentCartPole(list(range(4)))
+    slot = multi_agent_slot(envs, 64)
+    slot["active"][...] = False  # stale bytes of an earlier slot
+    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
+    assert slot["active"].all()
+    assert (slot["episode_length"][slot["terminated"]] > 0).all()

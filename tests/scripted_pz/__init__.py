@@ -1,0 +1,1 @@
+"""PettingZoo-style env modules for tests, named as env ids ("scripted_pz.<name>")."""
