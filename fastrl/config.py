@@ -53,6 +53,9 @@ class AlgoSettings:
     max_grad_norm: float = setting(0.5, "gradient norm clip (PPO, DQN)", gt=0)
     norm_adv: bool = setting(True, "normalise advantages per minibatch")
     target_kl: float | None = setting(None, "stop an update's epochs early past this approx-KL")
+    policy_per_group: bool = setting(False, "a multi-agent env of several agent groups: one "
+                                     "built-in network per group instead of one shared by "
+                                     "all agents (ppo, appo, a2c; docs/multi-agent.md)")
     hidden_sizes: list[int] = setting([64, 64], "MLP hidden layer widths of every network, "
                                       "after its encoder ([]: the output layers on the "
                                       "encoder's features)")
@@ -355,6 +358,12 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                                             if cfg.algo.policy else "")
         raise ConfigError(f"config key 'algo.core={cfg.algo.core}' is a part of the built-in "
                           f"network (algo.policy empty) of {which}, not of {given}")
+    if cfg.algo.policy_per_group and (algo.policy.name != "actor-critic" or cfg.algo.policy
+                                      or cfg.algo.core != NO_CORE):
+        which = _names(lambda a: a.policy.name == "actor-critic")
+        raise ConfigError("config key 'algo.policy_per_group=true' builds one feed-forward "
+                          f"built-in network per agent group, for {which} with algo.core=none "
+                          "and no algo.policy")
     if cfg.algo.core == NO_CORE and changed_from_default(cfg.algo, ["core_size"]):
         raise ConfigError(f"config key 'algo.core_size={cfg.algo.core_size}' sizes a "
                           "recurrent core; algo.core=none has none: set algo.core=lstm or gru")

@@ -18,7 +18,7 @@ with the reason, as ``python -m fastrl.train`` would.
 - ``env``: ``id``, ``source`` (``gymnasium.make``, ``atari``, ``envpool``, ``env.fn``,
   ``env.vector_fn`` or ``built-in batched``), ``factory`` (its import string, or null), ``kwargs``,
   ``observation_space``, ``action_space``, ``agents`` and ``agent_groups`` (a multi-agent
-  env's; null otherwise).
+  env's; null otherwise), ``policy_per_group``.
 - ``rollout``: ``workers``, ``processes``, ``device`` (cpu), ``torch_threads`` (under
   serial the process's: infra.learner_threads),
   ``envs_per_worker``, ``total_envs``, ``rollout_len``, ``transitions_per_slot``,
@@ -175,7 +175,8 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
             "observation_space": _space_text(plan.obs_space),
             **_record_part(obs_record(plan.obs_space)),
             "action_space": _space_text(plan.act_space), "agents": list(plan.agents) or None,
-            "agent_groups": list(dict.fromkeys(map(agent_group, plan.agents))) or None}
+            "agent_groups": list(dict.fromkeys(map(agent_group, plan.agents))) or None,
+            "policy_per_group": plan.cfg.algo.policy_per_group}
 
 
 def _rows_text(envs_per_worker: int, agents: list[str] | None) -> str:
@@ -453,8 +454,9 @@ def run_agents(report: dict[str, Any]) -> list[str] | None:
 def _agent_lines(env: dict[str, Any]) -> list[str]:
     if not env["agents"]:
         return []
+    policy = "one network per group" if env["policy_per_group"] else "sharing one policy"
     return [f"agents: {', '.join(env['agents'])} (groups: {', '.join(env['agent_groups'])}), "
-            "one row each, sharing one policy; a row whose agent is not in its env is "
+            f"one row each, {policy}; a row whose agent is not in its env is "
             "padding, kept out of the loss and the episode statistics until the env resets"]
 
 

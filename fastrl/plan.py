@@ -23,6 +23,7 @@ from fastrl.memory.ring import Ring
 from fastrl.memory.segments import check_shm_space
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
+from fastrl.models.grouped import has_groups
 from fastrl.models.masks import action_mask
 from fastrl.models.recurrent import NO_CORE, state_size
 
@@ -241,6 +242,11 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     probe.close()
     infra = cfg.infra
     check_rows(cfg, env.env_id, agents)
+    if cfg.algo.policy_per_group and not has_groups(obs_space):
+        raise ConfigError(f"config key 'algo.policy_per_group=true' needs a PettingZoo env of "
+                          f"several agent groups (agent_0, adversary_0, ...); env "
+                          f"{env.env_id!r} has " + (f"one group of agents ({', '.join(agents)})"
+                                                    if agents else "one agent"))
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
     network = make_policy(cfg.algo, obs_space, act_space, policy)

@@ -299,15 +299,21 @@ class Relay(ParallelEnv):
         self.episodes, self.t, self.agents = -1, 0, []
 
     def observation_space(self, agent):
-        wide = self.breaks == "spaces" and agent == "chaser_0"
+        # "chaser_sees_more": the chaser's group sees a wider observation (allowed);
+        # "group_spaces": runner_1 sees another space than runner_0 (its group's)
+        wide = self.breaks == "chaser_sees_more" and agent == "chaser_0" or \
+            self.breaks == "group_spaces" and agent == "runner_1"
         return gym.spaces.Box(-np.inf, np.inf, (4 if wide else 3,), np.float32)
 
     def action_space(self, agent):
-        return gym.spaces.Discrete(2)
+        return gym.spaces.Discrete(3 if self.breaks == "actions" and agent == "chaser_0" else 2)
 
     def _obs(self, agent: str) -> np.ndarray:
         index = self.possible_agents.index(agent)
-        return np.array([index, self.t, self.episodes], np.float32)
+        seen = [index, self.t, self.episodes]
+        if self.breaks == "chaser_sees_more" and agent == "chaser_0":
+            seen.append(-1.0)
+        return np.array(seen, np.float32)
 
     def reset(self, seed=None, options=None):
         self.episodes, self.t = self.episodes + 1, 0

@@ -107,23 +107,67 @@ def agent_group(agent: str) -> str:
     return re.sub(r"_\d+$", "", agent)
 
 
-def shared_spaces(env: Any, env_id: str) -> tuple[gym.Space, gym.Space]:
-    """The observation and action spaces every agent of ``env`` shares; an
-    :class:`EnvContractError` naming two agents that differ otherwise."""
-    agents = list(env.possible_agents)
-    if not agents:
-        raise EnvContractError(f"env {env_id!r} has no possible_agents")
-    first = agents[0]
-    for kind in ("observation_space", "action_space"):
-        space = getattr(env, kind)(first)
-        for agent in agents[1:]:
-            other = getattr(env, kind)(agent)
-            if other != space:
-                raise EnvContractError(
-                    f"env {env_id!r}: agents {first!r} and {agent!r} have different "
-                    f"{kind.replace('_', ' ')}s ({space} and {other}); fastrl trains one "
-                    "policy shared by all agents, which takes agents of one space")
-    return env.observation_space(first), env.action_space(first)
+GROUP_KEY, BY_GROUP = "group", "by_group"  # the leaves of a row's observation, several groups
+
+
+class GroupLayout:
+    """How an env's agents' observations become one row's: agents share one action space;
+    within a group (:func:`agent_group`) they share one observation space. With one group
+    a row holds the agent's observation as it is; with several, a Dict of the group's
+    index (``group``) and every group's observation (``by_group``), only its own filled,
+    so that groups may see different spaces and a policy can tell them apart
+    (``algo.policy_per_group``). An :class:`EnvContractError` names two agents that break
+    this."""
+
+    def __init__(self, env: Any, env_id: str) -> None:
+        agents = list(env.possible_agents)
+        if not agents:
+            raise EnvContractError(f"env {env_id!r} has no possible_agents")
+        self.groups = tuple(dict.fromkeys(agent_group(a) for a in agents))
+        self.group_of = {a: self.groups.index(agent_group(a)) for a in agents}
+        first: dict[str, str] = {}  # group -> its first agent
+        for agent in agents:
+            leader = first.setdefault(agent_group(agent), agent)
+            _same_space(env, env_id, "observation_space", leader, agent)
+            _same_space(env, env_id, "action_space", agents[0], agent)
+        self.action_space = env.action_space(agents[0])
+        self.group_spaces = {g: env.observation_space(a) for g, a in first.items()}
+        if len(self.groups) == 1:
+            self.observation_space = self.group_spaces[self.groups[0]]
+            return
+        self.observation_space = gym.spaces.Dict({
+            GROUP_KEY: gym.spaces.Discrete(len(self.groups)),
+            BY_GROUP: gym.spaces.Dict(self.group_spaces)})
+        self._blank = {g: _zeros(space) for g, space in self.group_spaces.items()}
+
+    def row_obs(self, agent: str, obs: Any) -> Any:
+        """What agent ``agent``'s row stores for its observation ``obs``."""
+        if len(self.groups) == 1:
+            return obs
+        group = self.groups[self.group_of[agent]]
+        return {GROUP_KEY: self.group_of[agent], BY_GROUP: {**self._blank, group: obs}}
+
+
+def _same_space(env: Any, env_id: str, kind: str, one: str, other: str) -> None:
+    a, b = getattr(env, kind)(one), getattr(env, kind)(other)
+    if a != b:
+        scope = "of one group" if kind == "observation_space" else "of one env"
+        raise EnvContractError(
+            f"env {env_id!r}: agents {one!r} and {other!r} have different "
+            f"{kind.replace('_', ' ')}s ({a} and {b}); fastrl takes one action space for "
+            f"every agent of an env and one observation space for the agents {scope} "
+            "(groups by name: agent_0 and agent_1 are one group)")
+
+
+def _zeros(space: gym.Space) -> Any:
+    """A value of ``space`` with every leaf zero (a group's empty part of a row)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _zeros(v) for k, v in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_zeros(v) for v in space.spaces)
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.start)
+    return np.zeros(space.shape, space.dtype)
 
 
 class ParallelEnvGroup(WritesRows):
@@ -134,7 +178,9 @@ class ParallelEnvGroup(WritesRows):
     def __init__(self, envs: list[Any], env_id: str, seeds: list[int]) -> None:
         self.envs, self.env_id, self.seeds = envs, env_id, seeds
         self.agents = tuple(envs[0].possible_agents)
-        self.observation_space, self.action_space = shared_spaces(envs[0], env_id)
+        self.layout = GroupLayout(envs[0], env_id)
+        self.observation_space, self.action_space = (self.layout.observation_space,
+                                                     self.layout.action_space)
         self._index = {agent: a for a, agent in enumerate(self.agents)}
         self.num_envs = len(envs) * len(self.agents)
         self.max_episode_steps = None  # PettingZoo envs truncate as they like
@@ -175,7 +221,8 @@ class ParallelEnvGroup(WritesRows):
                 raise contract_violation(self.env_id, where, "the observations",
                                          f"an entry for every live agent, {agent!r} too",
                                          sorted(observations))
-            self._store.one(obs_out, row, observations[agent], f"{where} (agent {agent!r})")
+            self._store.one(obs_out, row, self.layout.row_obs(agent, observations[agent]),
+                            f"{where} (agent {agent!r})")
             self.active[row] = True
 
     def _row_of(self, agent: str, where: str) -> int:
@@ -221,7 +268,8 @@ class ParallelEnvGroup(WritesRows):
                                              "out of env.agents once terminated or truncated",
                                              "still in env.agents")
                 if agent in observations:
-                    self._store.one(out.final_obs, row, observations[agent],
+                    self._store.one(out.final_obs, row,
+                                    self.layout.row_obs(agent, observations[agent]),
                                     f"{where} (agent {agent!r})")
                 elif trunc:
                     raise contract_violation(self.env_id, where, "the observations",

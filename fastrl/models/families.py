@@ -24,6 +24,7 @@ from fastrl.models.base import (
     check_q_network_calls,
     check_squashed_gaussian_calls,
 )
+from fastrl.models.grouped import GroupedActorCritic
 from fastrl.models.policy import ActorCritic
 from fastrl.models.qnet import QNetwork
 from fastrl.models.recurrent import NO_CORE, RecurrentActorCritic
@@ -31,7 +32,10 @@ from fastrl.models.sac import SquashedGaussianActor
 
 
 def build_actor_critic(obs: gym.Space, act: gym.Space, algo: Any) -> nn.Module:
-    """The built-in actor-critic of the ``algo`` config section: recurrent with a core."""
+    """The built-in actor-critic of the ``algo`` config section: recurrent with a core, one
+    per agent group with ``policy_per_group``."""
+    if algo.policy_per_group:
+        return GroupedActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs)
     if algo.core == NO_CORE:
         return ActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs)
     return RecurrentActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,

@@ -315,6 +315,10 @@ def test_a_multi_agent_run_shows_agents_times_envs_rows():
     assert "2 x 2 envs x 3 agents = 6 rows on CPU = 12 rows" in summary(report)
     single, plan = report_of(TINY)
     assert single["env"]["agents"] is None and "active" not in plan.layout.offsets
+    grouped, plan = report_of([*TINY, "env.fn=scripted_envs:Relay", "infra.envs_per_worker=6",
+                               "algo.policy_per_group=true"])
+    assert "(groups: runner, chaser), one row each, one network per group" in one_line(grouped)
+    assert grouped["learner"]["policy"].endswith("GroupedActorCritic")
 
 
 def test_a_self_play_run_shows_its_pool_in_the_weights_segment():

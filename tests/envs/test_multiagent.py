@@ -17,6 +17,7 @@ from fastrl.envs.duel import BatchedDuel
 from fastrl.envs.errors import EnvContractError, EnvError
 from fastrl.envs.multiagent import agent_group, pettingzoo_factory
 from fastrl.envs.source import EnvSource
+from fastrl.memory.records import ObsRecord
 
 RUNNER_0, RUNNER_1, CHASER = range(3)
 
@@ -25,53 +26,78 @@ def relay(*seeds: int, **kwargs):
     return EnvSource("relay", kwargs, env_fn=Relay).make(list(seeds))
 
 
+def seen(envs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(group, runner view, chaser view)`` of Relay rows (records of two groups)."""
+    leaves = ObsRecord(envs.observation_space).views(rows)
+    return leaves["group"], leaves["by_group"]["runner"], leaves["by_group"]["chaser"]
+
+
+def rows_of(envs, n: int):
+    return own_rows(n, (ObsRecord(envs.observation_space).nbytes,), np.dtype(np.uint8))
+
+
 def test_each_agent_of_each_env_is_a_row_and_absent_agents_are_padding():
     envs = relay(0, 1)
     assert envs.num_envs == 6 and envs.agents == ("runner_0", "runner_1", "chaser_0")
     obs = envs.reset()
+    group, runner, chaser = seen(envs, obs)
     # env 1's runner_1 is row 4; chasers (rows 2, 5) join only after the first step
-    assert obs[4].tolist() == [RUNNER_1, 0, 0]
+    assert runner[4].tolist() == [RUNNER_1, 0, 0] and group[4] == 0
     assert envs.active.tolist() == [True, True, False] * 2
     assert (obs[[2, 5]] == 0).all()
+
+
+def test_agents_of_several_groups_see_their_own_spaces_and_their_group():
+    envs = relay(0, breaks="chaser_sees_more")
+    assert set(envs.observation_space["by_group"].spaces) == {"runner", "chaser"}
+    assert envs.observation_space["by_group"]["chaser"].shape == (4,)
+    envs.reset()
+    rows = rows_of(envs, 3)
+    envs.step_into(np.ones(3, np.int64), rows)  # the chaser joins
+    group, runner, chaser = seen(envs, rows.obs)
+    assert group.tolist() == [0, 0, 1]
+    assert chaser[CHASER].tolist() == [CHASER, 1, 0, -1] and (runner[CHASER] == 0).all()
+    assert runner[RUNNER_0].tolist() == [RUNNER_0, 1, 0] and (chaser[RUNNER_0] == 0).all()
 
 
 def test_agents_leave_join_and_come_back_when_their_env_resets():
     envs = relay(0, length=4, runner_steps=2)
     envs.reset()
-    rows = own_rows(3, (3,), np.float32)
-    seen = []
+    rows = rows_of(envs, 3)
+    steps = []
     for _ in range(5):
         before = envs.active.copy()
         envs.step_into(np.ones(3, np.int64), rows)
-        seen.append((before.tolist(), rows.reward.tolist(), rows.terminated.tolist(),
-                     rows.truncated.tolist(), envs.active.tolist()))
+        steps.append((before.tolist(), rows.reward.tolist(), rows.terminated.tolist(),
+                      rows.truncated.tolist(), envs.active.tolist()))
     # step 1: the chaser's row is padding (reward 0, terminated) and the chaser joins
-    assert seen[0] == ([True, True, False], [1, 2, 0], [False, False, True],
-                       [False, False, False], [True, True, True])
+    assert steps[0] == ([True, True, False], [1, 2, 0], [False, False, True],
+                        [False, False, False], [True, True, True])
     # step 2: runner_1 terminates (its final observation kept) and leaves its row
-    assert seen[1][2] == [False, True, False] and seen[1][4] == [True, False, True]
+    assert steps[1][2] == [False, True, False] and steps[1][4] == [True, False, True]
     # step 3: runner_1's row is padding
-    assert seen[2][1][RUNNER_1] == 0 and seen[2][2][RUNNER_1]
+    assert steps[2][1][RUNNER_1] == 0 and steps[2][2][RUNNER_1]
     # step 4: the others truncate, the env resets: both runners are back, the chaser not
-    assert seen[3][3] == [True, False, True] and seen[3][4] == [True, True, False]
-    assert seen[4][1] == [1, 2, 0]
+    assert steps[3][3] == [True, False, True] and steps[3][4] == [True, True, False]
+    assert steps[4][1] == [1, 2, 0]
 
 
 def test_a_truncated_agent_keeps_its_final_observation_and_its_row_the_next_episode():
     envs = relay(0, length=2, runner_steps=9)
     envs.reset()
-    rows = own_rows(3, (3,), np.float32)
+    rows = rows_of(envs, 3)
     envs.step_into(np.zeros(3, np.int64), rows)
     envs.step_into(np.zeros(3, np.int64), rows)
     assert rows.truncated.tolist() == [True, True, True]
-    np.testing.assert_array_equal(rows.final_obs[CHASER], [CHASER, 2, 0])
+    np.testing.assert_array_equal(seen(envs, rows.final_obs)[2][CHASER], [CHASER, 2, 0])
     # the next episode's first observations (episode 1, t 0), the chaser absent again
-    np.testing.assert_array_equal(rows.obs[RUNNER_0], [RUNNER_0, 0, 1])
+    np.testing.assert_array_equal(seen(envs, rows.obs)[1][RUNNER_0], [RUNNER_0, 0, 1])
     assert envs.active.tolist() == [True, True, False]
 
 
 @pytest.mark.parametrize("breaks, says", [
-    ("spaces", "agents 'runner_0' and 'chaser_0' have different observation spaces"),
+    ("group_spaces", "agents 'runner_0' and 'runner_1' have different observation spaces"),
+    ("actions", "agents 'runner_0' and 'chaser_0' have different action spaces"),
     ("leave_silently", "agent 'runner_1' should be terminated or truncated where it leaves"),
     ("reward_array", "the reward of 'runner_0' should be a real scalar"),
 ])
