@@ -306,7 +306,12 @@ class Relay(ParallelEnv):
         return gym.spaces.Box(-np.inf, np.inf, (4 if wide else 3,), np.float32)
 
     def action_space(self, agent):
-        return gym.spaces.Discrete(3 if self.breaks == "actions" and agent == "chaser_0" else 2)
+        # "chaser_acts_more": the chaser's group has a third action (allowed, masked for
+        # the runners); "box_actions": it acts in a Box (refused)
+        if agent == "chaser_0" and self.breaks == "box_actions":
+            return gym.spaces.Box(-1, 1, (2,), np.float32)
+        return gym.spaces.Discrete(3 if self.breaks == "chaser_acts_more" and
+                                   agent == "chaser_0" else 2)
 
     def _obs(self, agent: str) -> np.ndarray:
         index = self.possible_agents.index(agent)
@@ -322,7 +327,9 @@ class Relay(ParallelEnv):
 
     def step(self, actions):
         self.t += 1
-        rewards = {a: float(actions[a]) * (1 + self.possible_agents.index(a))
+        if self.breaks == "chaser_acts_more":
+            assert all(actions[a] < 2 for a in self.agents if a != "chaser_0"), actions
+        rewards = {a: float(actions[a] == 1) * (1 + self.possible_agents.index(a))
                    for a in self.agents}
         if self.breaks == "reward_array":
             rewards = {a: np.array([r]) for a, r in rewards.items()}

@@ -26,6 +26,7 @@ from fastrl.core.settings import setting
 from fastrl.envs.batched import StepRows, WritesRows, own_rows
 from fastrl.envs.errors import EnvContractError, EnvError, contract_violation
 from fastrl.envs.obs_store import ObsStore
+from fastrl.memory.records import MASK_KEY
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
@@ -111,13 +112,17 @@ GROUP_KEY, BY_GROUP = "group", "by_group"  # the leaves of a row's observation, 
 
 
 class GroupLayout:
-    """How an env's agents' observations become one row's: agents share one action space;
-    within a group (:func:`agent_group`) they share one observation space. With one group
-    a row holds the agent's observation as it is; with several, a Dict of the group's
-    index (``group``) and every group's observation (``by_group``), only its own filled,
-    so that groups may see different spaces and a policy can tell them apart
-    (``algo.policy_per_group``). An :class:`EnvContractError` names two agents that break
-    this."""
+    """How an env's agents' observations and actions become one row's.
+
+    Agents form groups by name (:func:`agent_group`); a group's agents share one
+    observation space and one action space. With one group a row holds the agent's
+    observation as it is. With several, a Dict: ``group`` (the agent's group index) and
+    ``by_group`` (every group's observation, only its own filled), so that groups may see
+    different spaces and a policy can tell them apart (``algo.policy_per_group``). Groups
+    may act in different spaces too where all are ``Discrete`` from 0: rows then act in
+    ``Discrete(most)`` and carry an ``action_mask`` of the group's own actions (and of its
+    observation's mask, where it has one), so that nothing illegal for the group is drawn.
+    An :class:`EnvContractError` names two agents that break this."""
 
     def __init__(self, env: Any, env_id: str) -> None:
         agents = list(env.possible_agents)
@@ -128,35 +133,66 @@ class GroupLayout:
         first: dict[str, str] = {}  # group -> its first agent
         for agent in agents:
             leader = first.setdefault(agent_group(agent), agent)
-            _same_space(env, env_id, "observation_space", leader, agent)
-            _same_space(env, env_id, "action_space", agents[0], agent)
-        self.action_space = env.action_space(agents[0])
+            for kind in ("observation_space", "action_space"):
+                _same_space(env, env_id, kind, leader, agent)
         self.group_spaces = {g: env.observation_space(a) for g, a in first.items()}
+        acts = {g: env.action_space(a) for g, a in first.items()}
+        self.action_space = _row_action_space(env_id, acts, first)
+        self._actions = [int(getattr(acts[g], "n", 0)) for g in self.groups]
         if len(self.groups) == 1:
             self.observation_space = self.group_spaces[self.groups[0]]
             return
-        self.observation_space = gym.spaces.Dict({
-            GROUP_KEY: gym.spaces.Discrete(len(self.groups)),
-            BY_GROUP: gym.spaces.Dict(self.group_spaces)})
+        fields = {GROUP_KEY: gym.spaces.Discrete(len(self.groups)),
+                  BY_GROUP: gym.spaces.Dict(self.group_spaces)}
+        self._masked = isinstance(self.action_space, gym.spaces.Discrete) and (
+            len(set(self._actions)) > 1 or any(_own_mask(sp) for sp in self.group_spaces.values()))
+        if self._masked:
+            fields[MASK_KEY] = gym.spaces.Box(0, 1, (int(self.action_space.n),), np.int8)
+        self.observation_space = gym.spaces.Dict(fields)
         self._blank = {g: _zeros(space) for g, space in self.group_spaces.items()}
 
     def row_obs(self, agent: str, obs: Any) -> Any:
         """What agent ``agent``'s row stores for its observation ``obs``."""
         if len(self.groups) == 1:
             return obs
-        group = self.groups[self.group_of[agent]]
-        return {GROUP_KEY: self.group_of[agent], BY_GROUP: {**self._blank, group: obs}}
+        g = self.group_of[agent]
+        row = {GROUP_KEY: g, BY_GROUP: {**self._blank, self.groups[g]: obs}}
+        if self._masked:
+            mask = np.zeros(int(self.action_space.n), np.int8)
+            own = obs.get(MASK_KEY) if isinstance(obs, dict) else None
+            mask[:self._actions[g]] = 1 if own is None else np.asarray(own) != 0
+            row[MASK_KEY] = mask
+        return row
+
+
+def _row_action_space(env_id: str, acts: dict[str, gym.Space],
+                      first: dict[str, str]) -> gym.Space:
+    """The action space rows act in: the groups' one, or ``Discrete(most)`` for groups of
+    ``Discrete`` spaces from 0 that differ in their counts."""
+    spaces_ = list(acts.values())
+    if all(sp == spaces_[0] for sp in spaces_):
+        return spaces_[0]
+    if all(isinstance(sp, gym.spaces.Discrete) and sp.start == 0 for sp in spaces_):
+        return gym.spaces.Discrete(max(int(sp.n) for sp in spaces_))
+    other = next(iter(acts))
+    g = next(g for g in acts if acts[g] != acts[other])
+    raise EnvContractError(
+        f"env {env_id!r}: agents {first[other]!r} and {first[g]!r} act in {acts[other]} and "
+        f"{acts[g]}; agent groups may differ in their action spaces only as Discrete spaces "
+        "from 0 (rows act in the largest, the others' actions masked)")
+
+
+def _own_mask(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
 
 
 def _same_space(env: Any, env_id: str, kind: str, one: str, other: str) -> None:
     a, b = getattr(env, kind)(one), getattr(env, kind)(other)
     if a != b:
-        scope = "of one group" if kind == "observation_space" else "of one env"
         raise EnvContractError(
             f"env {env_id!r}: agents {one!r} and {other!r} have different "
-            f"{kind.replace('_', ' ')}s ({a} and {b}); fastrl takes one action space for "
-            f"every agent of an env and one observation space for the agents {scope} "
-            "(groups by name: agent_0 and agent_1 are one group)")
+            f"{kind.replace('_', ' ')}s ({a} and {b}); the agents of one group share their "
+            "spaces (groups by name: agent_0 and agent_1 are one group)")
 
 
 def _zeros(space: gym.Space) -> Any:

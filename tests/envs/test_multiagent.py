@@ -97,7 +97,7 @@ def test_a_truncated_agent_keeps_its_final_observation_and_its_row_the_next_epis
 
 @pytest.mark.parametrize("breaks, says", [
     ("group_spaces", "agents 'runner_0' and 'runner_1' have different observation spaces"),
-    ("actions", "agents 'runner_0' and 'chaser_0' have different action spaces"),
+    ("box_actions", "agents 'runner_0' and 'chaser_0' act in Discrete.2. and Box"),
     ("leave_silently", "agent 'runner_1' should be terminated or truncated where it leaves"),
     ("reward_array", "the reward of 'runner_0' should be a real scalar"),
 ])
@@ -203,3 +203,14 @@ def test_a_module_id_whose_own_imports_fail_says_so():
     with pytest.raises(EnvError, match="env.id='scripted_pz.broken_v0': importing the module "
                                        "failed .No module named 'a_dependency"):
         pettingzoo_factory("scripted_pz.broken_v0")
+
+
+def test_groups_acting_in_different_discrete_spaces_act_in_the_largest_masked():
+    envs = relay(0, breaks="chaser_acts_more")
+    assert envs.action_space.n == 3 and "action_mask" in envs.observation_space.spaces
+    envs.reset()
+    rows = rows_of(envs, 3)
+    envs.step_into(np.ones(3, np.int64), rows)  # the chaser joins
+    mask = ObsRecord(envs.observation_space).views(rows.obs)["action_mask"]
+    assert mask.tolist() == [[1, 1, 0], [1, 1, 0], [1, 1, 1]]
+    check_env(EnvSource("relay", {"breaks": "chaser_acts_more"}, env_fn=Relay), seed=0)
