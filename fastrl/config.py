@@ -358,12 +358,8 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                                             if cfg.algo.policy else "")
         raise ConfigError(f"config key 'algo.core={cfg.algo.core}' is a part of the built-in "
                           f"network (algo.policy empty) of {which}, not of {given}")
-    if cfg.algo.policy_per_group and (algo.policy.name != "actor-critic" or cfg.algo.policy
-                                      or cfg.algo.core != NO_CORE):
-        which = _names(lambda a: a.policy.name == "actor-critic")
-        raise ConfigError("config key 'algo.policy_per_group=true' builds one feed-forward "
-                          f"built-in network per agent group, for {which} with algo.core=none "
-                          "and no algo.policy")
+    if cfg.algo.policy_per_group:
+        _check_policy_per_group(cfg)
     if cfg.algo.core == NO_CORE and changed_from_default(cfg.algo, ["core_size"]):
         raise ConfigError(f"config key 'algo.core_size={cfg.algo.core_size}' sizes a "
                           "recurrent core; algo.core=none has none: set algo.core=lstm or gru")
@@ -390,6 +386,22 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
         algo.check_config(cfg)
     if refuse_ignored:
         _check_no_knob_is_ignored(cfg)
+
+
+def _check_policy_per_group(cfg: MainConfig) -> None:
+    """One built-in feed-forward actor-critic per agent group, without observation
+    normalisation (whose statistics would mix the groups' leaves)."""
+    algo = cfg.algo
+    given = [f"algo.name={algo.name}"] if algo.algorithm.policy.name != "actor-critic" else []
+    given += [f"algo.policy={algo.policy}"] if algo.policy else []
+    given += [f"algo.core={algo.core}"] if algo.core != NO_CORE else []
+    given += ["algo.normalize_obs=true"] if algo.normalize_obs else []
+    if given:
+        which = _names(lambda a: a.policy.name == "actor-critic")
+        raise ConfigError("config key 'algo.policy_per_group=true' builds one feed-forward "
+                          f"built-in network per agent group, for {which} with algo.core=none,"
+                          " no algo.policy and no algo.normalize_obs; not with "
+                          + ", ".join(given))
 
 
 def _check_selfplay(cfg: MainConfig) -> None:

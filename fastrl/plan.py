@@ -6,7 +6,7 @@ the bytes of every slot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +16,7 @@ from torch import nn
 from fastrl.algos.base import DataMode
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
+from fastrl.envs.multiagent import agent_group
 from fastrl.envs.source import EnvSource, env_source, load_factory
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
@@ -211,6 +212,10 @@ def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
         if algo.core != NO_CORE:
             raise ConfigError(f"config key 'algo.core={algo.core}' is a part of the built-in "
                               "network; a user policy is trained as it is: leave it at none")
+        if algo.policy_per_group:
+            raise ConfigError("config key 'algo.policy_per_group=true' builds the built-in "
+                              "network per agent group; a user policy is trained as it is: "
+                              "leave it false")
         return build_policy(spec, family, algo, obs_space, act_space)
     return family.build(obs_space, act_space, algo)
 
@@ -232,7 +237,8 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     a user's policy (default: ``algo.policy``, else the built-in network). The env contract
     and the policy's are checked here, before any process starts.
     """
-    env = env or env_source(cfg.env)
+    # (one network per agent group reads the group of each row: fastrl.envs.multiagent)
+    env = replace(env or env_source(cfg.env), grouped=cfg.algo.policy_per_group)
     check_env(env, cfg.seed)
     probe = env.make([cfg.seed])
     obs_space, act_space = probe.observation_space, probe.action_space
@@ -242,11 +248,13 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     probe.close()
     infra = cfg.infra
     check_rows(cfg, env.env_id, agents)
-    if cfg.algo.policy_per_group and not has_groups(obs_space):
+    groups = tuple(dict.fromkeys(map(agent_group, agents)))
+    if cfg.algo.policy_per_group and (len(groups) < 2 or not has_groups(obs_space)):
+        has = f"one group of agents ({', '.join(agents)})" if len(groups) == 1 else \
+            "rows without agent groups" if agents else "one agent"
         raise ConfigError(f"config key 'algo.policy_per_group=true' needs a PettingZoo env of "
                           f"several agent groups (agent_0, adversary_0, ...); env "
-                          f"{env.env_id!r} has " + (f"one group of agents ({', '.join(agents)})"
-                                                    if agents else "one agent"))
+                          f"{env.env_id!r} has {has}")
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
     network = make_policy(cfg.algo, obs_space, act_space, policy)

@@ -108,23 +108,25 @@ def agent_group(agent: str) -> str:
     return re.sub(r"_\d+$", "", agent)
 
 
-GROUP_KEY, BY_GROUP = "group", "by_group"  # the leaves of a row's observation, several groups
+#: the leaves of a row's observation where groups are told apart (GroupLayout)
+GROUP_KEY, OBS_KEY, BY_GROUP = "group", "obs", "by_group"
 
 
 class GroupLayout:
     """How an env's agents' observations and actions become one row's.
 
     Agents form groups by name (:func:`agent_group`); a group's agents share one
-    observation space and one action space. With one group a row holds the agent's
-    observation as it is. With several, a Dict: ``group`` (the agent's group index) and
-    ``by_group`` (every group's observation, only its own filled), so that groups may see
-    different spaces and a policy can tell them apart (``algo.policy_per_group``). Groups
-    may act in different spaces too where all are ``Discrete`` from 0: rows then act in
+    observation space and one action space. A row holds its agent's observation as it is,
+    unless the groups see different spaces or ``grouped`` (one network per group,
+    ``algo.policy_per_group``) asks to tell them apart: then it holds a Dict of ``group``
+    (the agent's group index) and ``obs`` (the observation, where all groups see one
+    space) or ``by_group`` (every group's observation, only its own filled). Groups may
+    act in different spaces where all are ``Discrete`` from 0: rows then act in
     ``Discrete(most)`` and carry an ``action_mask`` of the group's own actions (and of its
     observation's mask, where it has one), so that nothing illegal for the group is drawn.
     An :class:`EnvContractError` names two agents that break this."""
 
-    def __init__(self, env: Any, env_id: str) -> None:
+    def __init__(self, env: Any, env_id: str, grouped: bool = False) -> None:
         agents = list(env.possible_agents)
         if not agents:
             raise EnvContractError(f"env {env_id!r} has no possible_agents")
@@ -139,30 +141,61 @@ class GroupLayout:
         acts = {g: env.action_space(a) for g, a in first.items()}
         self.action_space = _row_action_space(env_id, acts, first)
         self._actions = [int(getattr(acts[g], "n", 0)) for g in self.groups]
-        if len(self.groups) == 1:
-            self.observation_space = self.group_spaces[self.groups[0]]
+        _check_own_masks(env_id, self.group_spaces, acts, first)
+        spaces_ = list(self.group_spaces.values())
+        self._shared = all(sp == spaces_[0] for sp in spaces_)
+        self._masked = len(set(self._actions)) > 1  # (Discrete counts that differ)
+        if self._shared and not (grouped or self._masked):
+            self.observation_space, self._row = spaces_[0], None
             return
-        fields = {GROUP_KEY: gym.spaces.Discrete(len(self.groups)),
-                  BY_GROUP: gym.spaces.Dict(self.group_spaces)}
-        self._masked = isinstance(self.action_space, gym.spaces.Discrete) and (
-            len(set(self._actions)) > 1 or any(_own_mask(sp) for sp in self.group_spaces.values()))
+        fields: dict[str, gym.Space] = {GROUP_KEY: gym.spaces.Discrete(len(self.groups))}
+        if self._shared:
+            fields[OBS_KEY] = spaces_[0]
+        else:
+            fields[BY_GROUP] = gym.spaces.Dict(self.group_spaces)
+            self._blank = {g: _zeros(space) for g, space in self.group_spaces.items()}
         if self._masked:
             fields[MASK_KEY] = gym.spaces.Box(0, 1, (int(self.action_space.n),), np.int8)
         self.observation_space = gym.spaces.Dict(fields)
-        self._blank = {g: _zeros(space) for g, space in self.group_spaces.items()}
+        self._row = fields
 
     def row_obs(self, agent: str, obs: Any) -> Any:
         """What agent ``agent``'s row stores for its observation ``obs``."""
-        if len(self.groups) == 1:
+        if self._row is None:
             return obs
         g = self.group_of[agent]
-        row = {GROUP_KEY: g, BY_GROUP: {**self._blank, self.groups[g]: obs}}
+        row = {GROUP_KEY: g}
+        if self._shared:
+            row[OBS_KEY] = obs
+        else:
+            row[BY_GROUP] = {**self._blank, self.groups[g]: obs}
         if self._masked:
-            mask = np.zeros(int(self.action_space.n), np.int8)
             own = obs.get(MASK_KEY) if isinstance(obs, dict) else None
-            mask[:self._actions[g]] = 1 if own is None else np.asarray(own) != 0
+            legal = np.ones(self._actions[g], np.bool_) if own is None else np.asarray(own) != 0
+            mask = np.zeros(int(self.action_space.n), np.int8)
+            # (no legal action in its own mask: every one of its group's, as masks go)
+            mask[:self._actions[g]] = legal if legal.any() else 1
             row[MASK_KEY] = mask
         return row
+
+    def padding(self) -> Any:
+        """The observation of a row whose agent is not live: every leaf zero (a Discrete's
+        start), every action legal."""
+        return _zeros(self.observation_space, legal=True)
+
+
+def _check_own_masks(env_id: str, group_spaces: dict[str, gym.Space],
+                     acts: dict[str, gym.Space], first: dict[str, str]) -> None:
+    """A group's own ``action_mask`` has one flag per action of its space."""
+    for g, space in group_spaces.items():
+        if not (isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces):
+            continue
+        n = getattr(acts[g], "n", None)
+        shape = space[MASK_KEY].shape
+        if n is None or shape != (int(n),):
+            raise EnvContractError(
+                f"env {env_id!r}: the action_mask of agent {first[g]!r} has shape {shape}; a mask "
+                f"takes one flag per action of a Discrete action space, not {acts[g]}")
 
 
 def _row_action_space(env_id: str, acts: dict[str, gym.Space],
@@ -195,26 +228,32 @@ def _same_space(env: Any, env_id: str, kind: str, one: str, other: str) -> None:
             "spaces (groups by name: agent_0 and agent_1 are one group)")
 
 
-def _zeros(space: gym.Space) -> Any:
-    """A value of ``space`` with every leaf zero (a group's empty part of a row)."""
+def _zeros(space: gym.Space, legal: bool = False) -> Any:
+    """A value of ``space`` with every leaf at zero (at its least value where zero is not
+    one: a Discrete's start); with ``legal``, a top-level action mask of ones."""
     if isinstance(space, gym.spaces.Dict):
-        return {k: _zeros(v) for k, v in space.spaces.items()}
+        return {k: np.ones(v.shape, v.dtype) if legal and k == MASK_KEY else _zeros(v)
+                for k, v in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(_zeros(v) for v in space.spaces)
     if isinstance(space, gym.spaces.Discrete):
         return int(space.start)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return np.asarray(getattr(space, "start", 0) + np.zeros(space.shape), np.int64)
     return np.zeros(space.shape, space.dtype)
 
 
 class ParallelEnvGroup(WritesRows):
     """PettingZoo Parallel envs, one per seed, as ``len(envs) * len(agents)`` rows of a
     :class:`~fastrl.envs.batched.BatchedEnv` (see the module doc). ``active`` ``[rows]``
-    says which rows' observations are live agents' now; every result is checked."""
+    says which rows' observations are live agents' now; every result is checked.
+    ``grouped``: rows tell their agent group (:class:`GroupLayout`)."""
 
-    def __init__(self, envs: list[Any], env_id: str, seeds: list[int]) -> None:
+    def __init__(self, envs: list[Any], env_id: str, seeds: list[int],
+                 grouped: bool = False) -> None:
         self.envs, self.env_id, self.seeds = envs, env_id, seeds
         self.agents = tuple(envs[0].possible_agents)
-        self.layout = GroupLayout(envs[0], env_id)
+        self.layout = GroupLayout(envs[0], env_id, grouped)
         self.observation_space, self.action_space = (self.layout.observation_space,
                                                      self.layout.action_space)
         self._index = {agent: a for a, agent in enumerate(self.agents)}
@@ -222,7 +261,8 @@ class ParallelEnvGroup(WritesRows):
         self.max_episode_steps = None  # PettingZoo envs truncate as they like
         self.baseline = getattr(envs[0], "baseline", None)  # self-play's scripted opponent
         self._store = ObsStore(env_id, self.observation_space)
-        self._padding = self._store.padding()
+        self._padding = np.zeros(self._store.shape, self._store.dtype)
+        self._store.one(self._padding[None], 0, self.layout.padding(), "the padding")
         self._box_action = isinstance(self.action_space, gym.spaces.Box)
         self._rows = own_rows(self.num_envs, self._store.shape, self._store.dtype)
         self.active = np.zeros(self.num_envs, np.bool_)

@@ -151,6 +151,7 @@ class EnvSource:
     vector_env_fn: Callable[..., BatchedEnv] | str | None = None
     atari: AtariSettings = field(default_factory=AtariSettings)
     backend: str = "gymnasium"
+    grouped: bool = False  # a multi-agent env's rows tell their agent group (multiagent)
 
     @property
     def batched(self) -> bool:
@@ -192,7 +193,7 @@ class EnvSource:
         if not self.batched:
             envs = [self.make_one() for _ in seeds]
             if is_multi_agent(envs[0]):
-                return ParallelEnvGroup(envs, self.env_id, seeds)
+                return ParallelEnvGroup(envs, self.env_id, seeds, self.grouped)
             return EnvGroup(self, seeds, envs)
         if self.vector_env_fn is None:
             factory = BUILTIN_BATCHED[self.env_id]

@@ -5,6 +5,7 @@ multi-agent contract's one-line errors."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from mpe2 import simple_spread_v3
@@ -26,12 +27,6 @@ def relay(*seeds: int, **kwargs):
     return EnvSource("relay", kwargs, env_fn=Relay).make(list(seeds))
 
 
-def seen(envs, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(group, runner view, chaser view)`` of Relay rows (records of two groups)."""
-    leaves = ObsRecord(envs.observation_space).views(rows)
-    return leaves["group"], leaves["by_group"]["runner"], leaves["by_group"]["chaser"]
-
-
 def rows_of(envs, n: int):
     return own_rows(n, (ObsRecord(envs.observation_space).nbytes,), np.dtype(np.uint8))
 
@@ -40,9 +35,8 @@ def test_each_agent_of_each_env_is_a_row_and_absent_agents_are_padding():
     envs = relay(0, 1)
     assert envs.num_envs == 6 and envs.agents == ("runner_0", "runner_1", "chaser_0")
     obs = envs.reset()
-    group, runner, chaser = seen(envs, obs)
     # env 1's runner_1 is row 4; chasers (rows 2, 5) join only after the first step
-    assert runner[4].tolist() == [RUNNER_1, 0, 0] and group[4] == 0
+    assert obs[4].tolist() == [RUNNER_1, 0, 0]
     assert envs.active.tolist() == [True, True, False] * 2
     assert (obs[[2, 5]] == 0).all()
 
@@ -54,16 +48,27 @@ def test_agents_of_several_groups_see_their_own_spaces_and_their_group():
     envs.reset()
     rows = rows_of(envs, 3)
     envs.step_into(np.ones(3, np.int64), rows)  # the chaser joins
-    group, runner, chaser = seen(envs, rows.obs)
-    assert group.tolist() == [0, 0, 1]
+    leaves = ObsRecord(envs.observation_space).views(rows.obs)
+    runner, chaser = leaves["by_group"]["runner"], leaves["by_group"]["chaser"]
+    assert leaves["group"].tolist() == [0, 0, 1]
     assert chaser[CHASER].tolist() == [CHASER, 1, 0, -1] and (runner[CHASER] == 0).all()
     assert runner[RUNNER_0].tolist() == [RUNNER_0, 1, 0] and (chaser[RUNNER_0] == 0).all()
+
+
+def test_groups_of_one_space_tell_their_group_only_where_a_network_each_asks():
+    plain = relay(0)
+    assert plain.observation_space == Relay().observation_space("runner_0")
+    grouped = EnvSource("relay", {}, env_fn=Relay, grouped=True).make([0])
+    assert set(grouped.observation_space.spaces) == {"group", "obs"}
+    leaves = ObsRecord(grouped.observation_space).views(grouped.reset())
+    assert leaves["group"].tolist() == [0, 0, 0]  # (the absent chaser's row: padding)
+    assert leaves["obs"][RUNNER_1].tolist() == [RUNNER_1, 0, 0]
 
 
 def test_agents_leave_join_and_come_back_when_their_env_resets():
     envs = relay(0, length=4, runner_steps=2)
     envs.reset()
-    rows = rows_of(envs, 3)
+    rows = own_rows(3, (3,), np.float32)
     steps = []
     for _ in range(5):
         before = envs.active.copy()
@@ -85,13 +90,13 @@ def test_agents_leave_join_and_come_back_when_their_env_resets():
 def test_a_truncated_agent_keeps_its_final_observation_and_its_row_the_next_episode():
     envs = relay(0, length=2, runner_steps=9)
     envs.reset()
-    rows = rows_of(envs, 3)
+    rows = own_rows(3, (3,), np.float32)
     envs.step_into(np.zeros(3, np.int64), rows)
     envs.step_into(np.zeros(3, np.int64), rows)
     assert rows.truncated.tolist() == [True, True, True]
-    np.testing.assert_array_equal(seen(envs, rows.final_obs)[2][CHASER], [CHASER, 2, 0])
+    np.testing.assert_array_equal(rows.final_obs[CHASER], [CHASER, 2, 0])
     # the next episode's first observations (episode 1, t 0), the chaser absent again
-    np.testing.assert_array_equal(seen(envs, rows.obs)[1][RUNNER_0], [RUNNER_0, 0, 1])
+    np.testing.assert_array_equal(rows.obs[RUNNER_0], [RUNNER_0, 0, 1])
     assert envs.active.tolist() == [True, True, False]
 
 
@@ -214,3 +219,33 @@ def test_groups_acting_in_different_discrete_spaces_act_in_the_largest_masked():
     mask = ObsRecord(envs.observation_space).views(rows.obs)["action_mask"]
     assert mask.tolist() == [[1, 1, 0], [1, 1, 0], [1, 1, 1]]
     check_env(EnvSource("relay", {"breaks": "chaser_acts_more"}, env_fn=Relay), seed=0)
+
+
+def test_an_own_mask_that_hides_every_action_leaves_the_group_s_actions_legal():
+    class NoLegal(Relay):  # its runners' own masks allow nothing at times
+        def observation_space(self, agent):
+            if agent == "chaser_0":
+                return super().observation_space(agent)
+            return gym.spaces.Dict({"pos": super().observation_space(agent),
+                                    "action_mask": gym.spaces.MultiBinary(2)})
+
+        def _obs(self, agent):
+            seen = super()._obs(agent)
+            if agent == "chaser_0":
+                return seen
+            return {"pos": seen, "action_mask": np.zeros(2, np.int8)}
+
+    envs = EnvSource("relay", {"breaks": "chaser_acts_more"}, env_fn=NoLegal).make([0])
+    mask = ObsRecord(envs.observation_space).views(envs.reset())["action_mask"]
+    assert mask[:2].tolist() == [[1, 1, 0], [1, 1, 0]]  # never the chaser's third action
+
+
+def test_an_own_mask_of_the_wrong_length_is_refused_in_one_line():
+    class WrongMask(Relay):
+        def observation_space(self, agent):
+            return gym.spaces.Dict({"pos": super().observation_space(agent),
+                                    "action_mask": gym.spaces.MultiBinary(3)})
+
+    with pytest.raises(EnvContractError, match="the action_mask of agent 'runner_0' has shape "
+                                               r"\(3,\); a mask takes one flag per action"):
+        EnvSource("relay", env_fn=WrongMask).make([0])
