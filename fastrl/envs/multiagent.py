@@ -6,7 +6,7 @@ Every (env, agent) pair is one row: ``k`` envs of the agents ``possible_agents``
 *active* while its agent is in the env's ``agents``: an agent that is done (terminated or
 truncated) leaves its row inactive until the env resets, and an agent that joins
 mid-episode makes it active from its first observation on. An inactive row's steps are
-padding: the padding observation (:meth:`~fastrl.envs.obs_store.ObsStore.padding`), its
+padding: the padding observation (:meth:`GroupLayout.padding`), its
 action ignored, reward 0, ``terminated`` set (so no return flows across them); the slot's
 ``active`` field keeps them out of the loss and out of the episode statistics.
 """

@@ -55,12 +55,3 @@ class ObsStore:
                 self.one(out, i, obs, where)
             return
         out[:] = arr
-
-    def padding(self) -> np.ndarray:
-        """The stored row of no observation (a row whose agent is not in the env now):
-        zeros, with every action legal in an action mask, so that a policy can still
-        evaluate it."""
-        row = np.zeros(self.shape, self.dtype)
-        if self.record is not None and self.record.mask is not None:
-            self.record.mask.view(row[None])[0][...] = 1
-        return row
