@@ -63,7 +63,7 @@ from fastrl.config import MainConfig, load_config
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.atari import is_atari
 from fastrl.envs.envpool import envpool_task
-from fastrl.envs.multiagent import agent_group
+from fastrl.envs.multiagent import agent_groups
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
@@ -175,7 +175,7 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
             "observation_space": _space_text(plan.obs_space),
             **_record_part(obs_record(plan.obs_space)),
             "action_space": _space_text(plan.act_space), "agents": list(plan.agents) or None,
-            "agent_groups": list(dict.fromkeys(map(agent_group, plan.agents))) or None,
+            "agent_groups": list(agent_groups(plan.agents)) or None,
             "policy_per_group": plan.cfg.algo.policy_per_group}
 
 

@@ -16,7 +16,7 @@ from torch import nn
 from fastrl.algos.base import DataMode
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
-from fastrl.envs.multiagent import agent_group
+from fastrl.envs.multiagent import agent_groups
 from fastrl.envs.source import EnvSource, env_source, load_factory
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
@@ -248,13 +248,7 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     probe.close()
     infra = cfg.infra
     check_rows(cfg, env.env_id, agents)
-    groups = tuple(dict.fromkeys(map(agent_group, agents)))
-    if cfg.algo.policy_per_group and (len(groups) < 2 or not has_groups(obs_space)):
-        has = f"one group of agents ({', '.join(agents)})" if len(groups) == 1 else \
-            "rows without agent groups" if agents else "one agent"
-        raise ConfigError(f"config key 'algo.policy_per_group=true' needs a PettingZoo env of "
-                          f"several agent groups (agent_0, adversary_0, ...); env "
-                          f"{env.env_id!r} has {has}")
+    check_policy_per_group(cfg, env.env_id, agents, obs_space)
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
     network = make_policy(cfg.algo, obs_space, act_space, policy)
@@ -278,6 +272,19 @@ def check_selfplay(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> Non
                           f"{env_id!r} has {has}")
     if sp.baseline:
         load_factory(sp.baseline, "selfplay.baseline")
+
+
+def check_policy_per_group(cfg: MainConfig, env_id: str, agents: tuple[str, ...],
+                           obs_space: gym.Space) -> None:
+    """``algo.policy_per_group`` takes an env of several agent groups whose rows tell them
+    (fastrl.envs.multiagent.GroupLayout)."""
+    groups = agent_groups(agents)
+    if cfg.algo.policy_per_group and (len(groups) < 2 or not has_groups(obs_space)):
+        has = f"one group of agents ({', '.join(agents)})" if len(groups) == 1 else \
+            "rows without agent groups" if agents else "one agent"
+        raise ConfigError(f"config key 'algo.policy_per_group=true' needs a PettingZoo env of "
+                          f"several agent groups (agent_0, adversary_0, ...); env "
+                          f"{env_id!r} has {has}")
 
 
 def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:

@@ -108,6 +108,11 @@ def agent_group(agent: str) -> str:
     return re.sub(r"_\d+$", "", agent)
 
 
+def agent_groups(agents: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The groups of ``agents`` (:func:`agent_group`), each once, in the agents' order."""
+    return tuple(dict.fromkeys(map(agent_group, agents)))
+
+
 #: the leaves of a row's observation where groups are told apart (GroupLayout)
 GROUP_KEY, OBS_KEY, BY_GROUP = "group", "obs", "by_group"
 
@@ -130,7 +135,7 @@ class GroupLayout:
         agents = list(env.possible_agents)
         if not agents:
             raise EnvContractError(f"env {env_id!r} has no possible_agents")
-        self.groups = tuple(dict.fromkeys(agent_group(a) for a in agents))
+        self.groups = agent_groups(agents)
         self.group_of = {a: self.groups.index(agent_group(a)) for a in agents}
         first: dict[str, str] = {}  # group -> its first agent
         for agent in agents:
@@ -145,8 +150,9 @@ class GroupLayout:
         spaces_ = list(self.group_spaces.values())
         self._shared = all(sp == spaces_[0] for sp in spaces_)
         self._masked = len(set(self._actions)) > 1  # (Discrete counts that differ)
-        if self._shared and not (grouped or self._masked):
-            self.observation_space, self._row = spaces_[0], None
+        self._plain = self._shared and not (grouped or self._masked)  # (the obs as it is)
+        if self._plain:
+            self.observation_space = spaces_[0]
             return
         fields: dict[str, gym.Space] = {GROUP_KEY: gym.spaces.Discrete(len(self.groups))}
         if self._shared:
@@ -157,11 +163,10 @@ class GroupLayout:
         if self._masked:
             fields[MASK_KEY] = gym.spaces.Box(0, 1, (int(self.action_space.n),), np.int8)
         self.observation_space = gym.spaces.Dict(fields)
-        self._row = fields
 
     def row_obs(self, agent: str, obs: Any) -> Any:
         """What agent ``agent``'s row stores for its observation ``obs``."""
-        if self._row is None:
+        if self._plain:
             return obs
         g = self.group_of[agent]
         row = {GROUP_KEY: g}
@@ -188,7 +193,7 @@ def _check_own_masks(env_id: str, group_spaces: dict[str, gym.Space],
                      acts: dict[str, gym.Space], first: dict[str, str]) -> None:
     """A group's own ``action_mask`` has one flag per action of its space."""
     for g, space in group_spaces.items():
-        if not (isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces):
+        if not _own_mask(space):
             continue
         n = getattr(acts[g], "n", None)
         shape = space[MASK_KEY].shape
