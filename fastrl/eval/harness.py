@@ -54,10 +54,13 @@ def summarize(returns: np.ndarray, lengths: np.ndarray,
         values = np.asarray(values, np.float64)
         stats.update({f"{name}_mean": float(values.mean()), f"{name}_std": float(values.std()),
                       f"{name}_min": float(values.min()), f"{name}_max": float(values.max())})
-    if zero_sum:
-        stats["win_rate"] = float((np.asarray(returns) > 0).mean())
-        stats["draw_rate"] = float((np.asarray(returns) == 0).mean())
-    return stats
+    return {**stats, **(win_rates(returns) if zero_sum else {})}
+
+
+def win_rates(returns: np.ndarray) -> dict[str, float]:
+    """``win_rate`` and ``draw_rate`` of a zero-sum game's returns: above, and at, zero."""
+    returns = np.asarray(returns)
+    return {"win_rate": float((returns > 0).mean()), "draw_rate": float((returns == 0).mean())}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import time
 import numpy as np
 import torch
 
+from fastrl.eval.harness import win_rates
+
 
 def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]:
     """``episode/*`` statistics of ended episodes' returns and lengths (none: empty)."""
@@ -125,8 +127,7 @@ class ReportWindow:
             out.update(ended_episode_stats(returns, lengths))
             out.update(self._group_stats(returns, lengths))
             if self.zero_sum:
-                out["selfplay/win_rate"] = float((returns > 0).mean())
-                out["selfplay/draw_rate"] = float((returns == 0).mean())
+                out.update({f"selfplay/{k}": v for k, v in win_rates(returns).items()})
         if self._noted:
             lags = np.arange(len(self._lags))
             out["policy_lag"] = int(lags[self._lags > 0].max())

@@ -4,8 +4,9 @@ frozen policy the other rows act with.
 A two-player game has two rows an env (fastrl.envs.multiagent). Run-wide env ``g`` has its
 learner in seat ``g % 2``, so both seats are learnt; the other seat acts with the slot's
 opponent: the newest policy with probability ``selfplay.latest_prob``, else a snapshot drawn
-uniformly from the pool. The draw is a function of the run seed, the worker and the slot's
-number alone: a resumed run, or a second run of the seed, draws the same opponents.
+uniformly from the pool. The draw is a function of the run seed, the worker, the slot's
+number and the weights version it is collected with alone: with deterministic slots, a
+resumed run, or a second run of the seed, draws the same opponents.
 
 The pool is a :class:`~fastrl.memory.weights.SharedWeights` after the weights in the
 weights segment: snapshot ``k`` is the policy of version ``k * snapshot_every``, which the
