@@ -346,18 +346,13 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
         raise ConfigError(f"config key 'algo.random_actions=true' needs "
                           f"{_names(lambda a: not a.trains)} (nothing can learn from random "
                           "actions)")
-    if cfg.algo.normalize_obs and (algo.policy.name != "actor-critic" or cfg.algo.policy):
-        which = _names(lambda a: a.policy.name == "actor-critic")
-        given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
-                                            if cfg.algo.policy else "")
+    other = _other_than_the_built_in_actor_critic(cfg)
+    if cfg.algo.normalize_obs and other:
         raise ConfigError("config key 'algo.normalize_obs=true' needs the built-in network "
-                          f"(algo.policy empty) of {which}, not {given}")
-    if cfg.algo.core != NO_CORE and (algo.policy.name != "actor-critic" or cfg.algo.policy):
-        which = _names(lambda a: a.policy.name == "actor-critic")
-        given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
-                                            if cfg.algo.policy else "")
+                          f"(algo.policy empty) of {other[0]}, not {other[1]}")
+    if cfg.algo.core != NO_CORE and other:
         raise ConfigError(f"config key 'algo.core={cfg.algo.core}' is a part of the built-in "
-                          f"network (algo.policy empty) of {which}, not of {given}")
+                          f"network (algo.policy empty) of {other[0]}, not of {other[1]}")
     if cfg.algo.policy_per_group:
         _check_policy_per_group(cfg)
     if cfg.algo.core == NO_CORE and changed_from_default(cfg.algo, ["core_size"]):
@@ -386,6 +381,17 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
         algo.check_config(cfg)
     if refuse_ignored:
         _check_no_knob_is_ignored(cfg)
+
+
+def _other_than_the_built_in_actor_critic(cfg: MainConfig) -> tuple[str, str] | None:
+    """Where the run does not train the built-in actor-critic (a user policy, or another
+    policy family): ``(the algorithms that have it, what the config gives)``; else None."""
+    algo = cfg.algo.algorithm
+    if algo.policy.name == "actor-critic" and not cfg.algo.policy:
+        return None
+    given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
+                                        if cfg.algo.policy else "")
+    return _names(lambda a: a.policy.name == "actor-critic"), given
 
 
 def _check_policy_per_group(cfg: MainConfig) -> None:
