@@ -202,10 +202,9 @@ class Collector:
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
 
-    def _training_rows(self) -> np.ndarray | bool:
-        """The rows whose next step trains: a multi-agent env's live agents (all rows
+    def _training_rows(self, live: np.ndarray | None) -> np.ndarray | bool:
+        """The rows whose next step trains: a multi-agent env's ``live`` agents (all rows
         where it does not say), of those ``trains`` names (self-play's learner)."""
-        live = getattr(self.envs, "active", None)
         if self.trains is None:
             return True if live is None else live
         return self.trains if live is None else live & self.trains
@@ -230,11 +229,11 @@ class Collector:
         kept = np.zeros(len(self.env_ids), np.int64)  # final observations kept, per env
         act_ns = env_ns = 0
         s_active = slot.get("active")
-        live = getattr(self.envs, "active", None)  # a multi-agent simulator's live rows
+        says_live = getattr(self.envs, "active", None) is not None  # a multi-agent sim's
         for t in range(steps):
+            live_before = self.envs.active.copy() if says_live else None
             if s_active is not None:
-                s_active[t] = self._training_rows()
-            live_before = None if live is None else self.envs.active.copy()
+                s_active[t] = self._training_rows(live_before)
             t0 = clock()
             action, log_prob, value = act(s_obs[t])
             t1 = clock()
