@@ -17,10 +17,15 @@ def put(duel: BatchedDuel, p0: int, p1: int, coin: int) -> None:
     duel._coin[0] = coin
 
 
-def test_a_player_that_lands_on_the_coin_alone_takes_it_from_the_other():
-    duel = BatchedDuel([0], cells=9, steps=10)
+def one_game(cells: int, steps: int) -> tuple[BatchedDuel, object]:
+    """A reset game of seed 0 and rows for its two players' steps."""
+    duel = BatchedDuel([0], cells=cells, steps=steps)
     duel.reset()
-    rows = own_rows(2, (7,), np.float32)
+    return duel, own_rows(2, (7,), np.float32)
+
+
+def test_a_player_that_lands_on_the_coin_alone_takes_it_from_the_other():
+    duel, rows = one_game(cells=9, steps=10)
     put(duel, 3, 6, 4)
     duel.step_into(np.array([RIGHT, LEFT]), rows)
     assert rows.reward.tolist() == [1.0, -1.0]
@@ -33,9 +38,7 @@ def test_a_player_that_lands_on_the_coin_alone_takes_it_from_the_other():
 
 
 def test_observations_are_each_player_s_own_view():
-    duel = BatchedDuel([0], cells=10, steps=20)
-    duel.reset()
-    rows = own_rows(2, (7,), np.float32)
+    duel, rows = one_game(cells=10, steps=20)
     put(duel, 1, 7, 4)
     duel.step_into(np.array([STAY, STAY]), rows)
     np.testing.assert_allclose(rows.obs[0], [0.1, 0.7, 0.4, 0.3, -0.3, 19 / 20, 0])
