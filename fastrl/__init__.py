@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from fastrl.core.version import __version__
 
 # The public names load on first use: ``python -m fastrl.train`` imports this package
 # first, and must start its fork server (fastrl.core.forkserver) before torch is imported.
@@ -15,8 +15,8 @@ _EXPORTS = {
     "PolicyContractError": "fastrl.models.base", "Trainer": "fastrl.trainer",
     "load_config": "fastrl.config",
 }
-__all__ = ["BasePolicy", "BatchedEnv", "Callback", "MainConfig", "PolicyContractError",
-           "Trainer", "load_config"]
+__all__ = ["__version__", "BasePolicy", "BatchedEnv", "Callback", "MainConfig",
+           "PolicyContractError", "Trainer", "load_config"]
 
 if TYPE_CHECKING:
     from fastrl.callbacks import Callback

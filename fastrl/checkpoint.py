@@ -40,8 +40,8 @@ import numpy as np
 import psutil
 import torch
 
-import fastrl
 from fastrl.core.files import telling_disk_full
+from fastrl.core.version import __version__
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
@@ -87,7 +87,7 @@ def git_sha() -> str | None:
     """The commit of the fastrl source in use, when it is a git checkout."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(fastrl.__file__).parent, timeout=5)
+                             cwd=Path(__file__).parent, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     sha = out.stdout.strip()
@@ -166,7 +166,7 @@ def save_checkpoint(run_dir: Path | str, global_step: int,
             _fsync(tmp / name)
         files[name] = {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
     manifest = {
-        "format": FORMAT, "fastrl_version": fastrl.__version__, "git_sha": git_sha(),
+        "format": FORMAT, "fastrl_version": __version__, "git_sha": git_sha(),
         "gymnasium_version": gymnasium.__version__, "torch_version": torch.__version__,
         "numpy_version": np.__version__, "global_step": global_step,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **info, "files": files,

@@ -50,9 +50,9 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Distribution
 
-import fastrl
 from fastrl.checkpoint import CHECKPOINTS, Checkpoint
 from fastrl.core.files import write_atomically
+from fastrl.core.version import __version__
 from fastrl.errors import INPUT_ERRORS
 from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.memory.layout import storage_of
@@ -236,7 +236,7 @@ def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str
         "checkpoint": str(ckpt.path.resolve()),
         "global_step": ckpt.global_step,
         "config_hash": ckpt.manifest.get("config_hash"),
-        "fastrl_version": fastrl.__version__,
+        "fastrl_version": __version__,
         "torch_version": torch.__version__,
     }
 

@@ -373,3 +373,13 @@ def checkpoint_folders(run_dir: Path) -> list[Path]:
     from fastrl.checkpoint import checkpoints_dir
 
     return sorted(p for p in checkpoints_dir(run_dir).iterdir() if not p.name.startswith("."))
+
+
+def sigterm_when(proc, ready, timeout: float = 120) -> None:
+    """SIGTERM ``proc`` at a random moment within a second after ``ready()``."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(random.uniform(0, 1))  # a random moment: mid-update, mid-slot or waiting
+    proc.send_signal(signal.SIGTERM)

@@ -93,6 +93,29 @@ def test_layers_import_downwards_only():
     assert not upward, "\n".join(upward)
 
 
+def test_no_module_imports_the_package_root():
+    # fastrl/__init__.py sits above every layer: a module that reads fastrl.__version__
+    # through it would point an arrow back up (it lives in fastrl.core.version).
+    upward = sorted(m for m in MODULES if m != "fastrl" and "fastrl" in imports_of(m))
+    assert not upward, f"modules importing the package root: {upward}"
+
+
+TESTS = ROOT.parent / "tests"
+
+
+def test_no_test_module_imports_another():
+    # Shared helpers live in tests/helpers.py (and the scripted envs and policies beside it).
+    test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
+    offenders = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(TESTS)} imports {n}" for n in names
+                          if n.split(".")[-1] in test_modules]
+    assert not offenders, "\n".join(offenders)
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import cycle of ``graph`` (module -> the modules it imports), or None."""
     state: dict[str, int] = {}  # 1 on the path, 2 done

@@ -12,8 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import STRAIGHT, TINY, last_json, resume_main, same_weights, train_main
-from test_resume import sigterm_when
+from helpers import (
+    STRAIGHT,
+    TINY,
+    last_json,
+    resume_main,
+    same_weights,
+    sigterm_when,
+    train_main,
+)
 
 from fastrl import Trainer
 from fastrl.algos.base import DataMode

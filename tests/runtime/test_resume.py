@@ -4,10 +4,6 @@ checkpoint that does not fit the config, or is corrupt, is refused or skipped cl
 
 from __future__ import annotations
 
-import random
-import signal
-import time
-
 import pytest
 from helpers import (
     ONE_WORKER,
@@ -18,6 +14,7 @@ from helpers import (
     resume_main,
     run_dir_of,
     same_weights,
+    sigterm_when,
     tb,
     train_main,
     wait_training,
@@ -26,16 +23,6 @@ from helpers import (
 from fastrl.checkpoint import latest_valid
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def sigterm_when(proc, ready, timeout: float = 120) -> None:
-    """SIGTERM ``proc`` at a random moment within a second after ``ready()``."""
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.2)
-    time.sleep(random.uniform(0, 1))  # a random moment: mid-update, mid-slot or waiting
-    proc.send_signal(signal.SIGTERM)
 
 
 @pytest.mark.slow  # trains to a bar: an evaluation return of 200
