@@ -8,7 +8,8 @@ Each case is a short ``python -m fastrl.train`` run of a fixed seed with
 ``infra.deterministic=true`` (the learner takes the same slots, with the same weights
 versions, whatever the timing), so its saved model is a function of the code alone. Prints
 one line per case: its name and the SHA-256 of the model's parameters and of its
-``episodes.csv`` (step, return and length of every episode). ``--compare FILE`` reruns and says, case by case, whether both match.
+``episodes.csv`` (step, return and length of every episode). ``--compare FILE`` reruns
+and says, case by case, whether both match; it exits 1 when any differs.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def main() -> None:
     args = parser.parse_args()
     before = {}
     if args.compare:
-        before = dict(line.split(" ", 1) for line in args.compare.read_text().splitlines())
+        before = dict(line.split(" ", 1) for line in args.compare.read_text().splitlines()
+                      if " " in line)
     differ = 0
     with tempfile.TemporaryDirectory(prefix="fastrl-digest-") as tmp:
         for name in args.only.split(","):

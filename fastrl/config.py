@@ -20,10 +20,10 @@ from fastrl.algos.base import Algorithm, DataMode, ReplayConfig, changed_from_de
 from fastrl.algos.registry import ALGORITHMS, algorithm
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
-from fastrl.envs.multiagent import SelfPlayConfig
 from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
 from fastrl.models.recurrent import CORES, NO_CORE
+from fastrl.selfplay.config import SelfPlayConfig
 
 
 @dataclass

@@ -6,17 +6,19 @@ the bytes of every slot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
 from fastrl.algos.base import DataMode
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
-from fastrl.envs.multiagent import agent_groups
+from fastrl.envs.multiagent import agent_group, agent_groups
 from fastrl.envs.source import EnvSource, env_source, load_factory
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
@@ -27,6 +29,8 @@ from fastrl.models.base import build_policy
 from fastrl.models.grouped import has_groups
 from fastrl.models.masks import action_mask
 from fastrl.models.recurrent import NO_CORE, state_size
+from fastrl.selfplay.games import training_win_rates
+from fastrl.selfplay.pool import PoolPublisher, pool_banks
 
 SHM_KNOBS = "infra.ring_slots, infra.rollout_len, infra.envs_per_worker or infra.num_workers"
 MAX_BANKS = 64  # weights kept for deterministic asynchrony, at most
@@ -154,13 +158,8 @@ class RunPlan:
 
     @property
     def pool_banks(self) -> int:
-        """Banks of the self-play pool (0 without self-play): ``selfplay.pool_size``, and
-        room for the snapshots the learner may write while a worker still acts with weights
-        ``policy_lag_bound`` versions old (fastrl.rollout.selfplay)."""
-        sp = self.cfg.selfplay
-        if not sp.enabled:
-            return 0
-        return sp.pool_size + self.cfg.policy_lag_bound // sp.snapshot_every + 2
+        """Banks of the self-play pool (0 without self-play: fastrl.selfplay.pool)."""
+        return pool_banks(self.cfg.selfplay, self.cfg.policy_lag_bound)
 
     @property
     def weights_bytes(self) -> int:
@@ -176,6 +175,23 @@ class RunPlan:
         pool = SharedWeights(buf[main:], self.num_params, self.pool_banks) \
             if self.pool_banks else None
         return weights, pool
+
+    def learner_hooks(self, pool: SharedWeights | None) -> list:
+        """What runs beside the learner's publish and checkpoint (the LearnerHook protocol
+        of fastrl.learner.learner): self-play's pool publisher, given its ``pool``."""
+        return [] if pool is None else [PoolPublisher(pool, self.cfg.selfplay.snapshot_every)]
+
+    @property
+    def episode_groups(self) -> tuple[str, ...]:
+        """The group of each row of an env, reported apart (a multi-agent env's agent
+        groups, fastrl.envs.multiagent.agent_group); empty for one agent."""
+        return tuple(agent_group(a) for a in self.agents)
+
+    @property
+    def episode_stats(self) -> Callable[[np.ndarray], dict[str, float]] | None:
+        """Extra statistics of the training episodes' returns in every report: self-play's
+        win and draw rates (its episodes are the learner's games); None."""
+        return training_win_rates if self.cfg.selfplay.enabled else None
 
     def shm_bytes(self) -> dict[str, int]:
         """Shared memory the run needs, by segment kind."""

@@ -5,7 +5,8 @@ them and how each process takes its part back:
 
 - ``learner.pt``: the model, the algorithm's state, the RNG states, the learner's counters
   and schedule, its feed's state (fastrl.learner.feeds: the return scale, the replay
-  counters) and, deterministic, the weights each bank holds (:func:`weight_banks`);
+  counters) and, deterministic, the weights each bank holds
+  (:meth:`~fastrl.memory.weights.SharedWeights.banks_state`);
   ``replay.npz``: the replay buffer (DQN, SAC);
 - ``rings.npz``: each ring's cursors and its published, unread slots (:func:`ring_contents`,
   put back by :func:`restore_rings` into the new run's rings before any process starts);
@@ -32,7 +33,6 @@ from fastrl.checkpoint import Checkpoint, CheckpointError, parked_path
 from fastrl.config import MainConfig, config_hash, to_yaml
 from fastrl.core.files import telling_disk_full
 from fastrl.memory.ring import INCARNATION, STEPS, WRITE_SEQ, Ring
-from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan, slot_schedule
 
 #: Modules whose classes parked states (worker-<i>.pkl) name, by their former path: a
@@ -170,21 +170,6 @@ def save_model(run_dir: Path | str, state: dict) -> Path:
         _torch_save(state, tmp)
         tmp.replace(model)
     return model
-
-
-def weight_banks(weights: SharedWeights) -> dict:
-    """The weights every bank holds, for the learner's checkpoint state: a resumed
-    deterministic run gives its workers the very weights their slots' keys had."""
-    held = weights.held()
-    return {"keys": [k for k, _, _ in held], "versions": [v for _, v, _ in held],
-            "vectors": torch.from_numpy(np.stack([x for _, _, x in held]))}
-
-
-def restore_weight_banks(weights: SharedWeights, saved: dict | None) -> None:
-    """Write back what :func:`weight_banks` saved (nothing for a checkpoint without it)."""
-    if saved:
-        for key, version, vector in zip(saved["keys"], saved["versions"], saved["vectors"]):
-            weights.write(vector.cpu().numpy(), version, key)
 
 
 def load_learner_state(ckpt_dir: Path, device: torch.device) -> dict:

@@ -14,7 +14,7 @@ ROOT = Path(fastrl.__file__).parent
 #: Lowest first: a module may import its own layer or lower ones (docs/architecture.md).
 LAYERS = [
     ["fastrl.core", "fastrl.callbacks"],
-    ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models"],
+    ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models", "fastrl.selfplay"],
     ["fastrl.algos"],
     ["fastrl.config"],
     ["fastrl.plan", "fastrl.checkpoint", "fastrl.resume", "fastrl.eval.harness",

@@ -21,6 +21,7 @@ from torch import nn
 from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, RunConfig, polyak, set_lr
 from fastrl.core.settings import setting
+from fastrl.models.actors import Actor
 from fastrl.models.families import Q_NETWORK
 from fastrl.models.masks import uniform_legal
 from fastrl.models.qnet import QNetwork
@@ -103,7 +104,7 @@ class DQN:
         self.updates = state["updates"]
 
 
-class EpsilonGreedy:
+class EpsilonGreedy(Actor):
     """DQN's actor: the Q-network's greedy actions, each env's replaced by a uniform one with
     probability :attr:`epsilon` (set by the worker as its schedule advances)."""
 

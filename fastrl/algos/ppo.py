@@ -3,18 +3,16 @@
 The batch is time-major ``[T, N]`` (N = every env of every worker) and carries, besides the
 transitions, ``bootstrap_obs`` ``[N, *obs]`` (observation after step T-1) and ``final_obs``
 ``[N, rows, *obs]`` (the real last observations of each env's episodes truncated in the
-batch, in step order: fastrl.memory.layout). Termination ends the return; truncation
-bootstraps from the value of the final observation.
+batch, in step order: fastrl.memory.layout), and optionally ``weight`` ``[T, N]`` (bool:
+the steps that count; padding, at 0, is kept out of every mean). Termination ends the
+return; truncation bootstraps from the value of the final observation.
 
-A recurrent policy (fastrl.models.recurrent) is trained on whole sequences: the batch also
-carries ``core_state`` ``[N, state_size]``, each env's state at the batch's first step; a
-minibatch is a set of env columns ``[T, n]``, each replayed from its stored state, and
-values after a step are taken from the state after it.
+What a minibatch takes, transitions or whole env sequences, is the policy's unit of data,
+chosen once (fastrl.algos.units); nothing here depends on which.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,13 +20,11 @@ from torch import nn
 
 from fastrl.algos.adam import Adam
 from fastrl.algos.base import Algorithm, DataMode, RunConfig, set_lr
+from fastrl.algos.units import ValueAfter, units_of
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 from fastrl.models.policy import ActorCritic
-from fastrl.models.recurrent import NO_CORE, episode_starts, is_recurrent
-
-#: ``value_after(obs, env, step)``: see :meth:`PPO._value_after`
-ValueAfter = Callable[[torch.Tensor, torch.Tensor, Any], torch.Tensor]
+from fastrl.models.recurrent import NO_CORE
 
 
 def compute_gae(
@@ -61,8 +57,8 @@ def compute_gae(
 
 
 def masked_mean(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
-    """The mean of ``x``, or with ``weight`` (1 where a step counts, 0 for a multi-agent
-    env's padding, fastrl.envs.multiagent) the mean of the steps that count."""
+    """The mean of ``x``, or with ``weight`` (1 where a step counts, 0 where not: a batch's
+    ``weight``) the mean of the steps that count."""
     if weight is None:
         return x.mean()
     return (x * weight).sum() / weight.sum().clamp(min=1)
@@ -95,12 +91,13 @@ def normalized(adv: torch.Tensor, weight: torch.Tensor | None = None) -> torch.T
 
 
 class PPO:
-    """Owns the optimizer; :meth:`update` trains the policy on one batch."""
+    """Owns the optimizer; :meth:`update` trains the policy on one batch, read through the
+    policy's unit of data (``units``, fastrl.algos.units)."""
 
     def __init__(self, policy: ActorCritic, cfg: Any) -> None:
         self.policy = policy
         self.cfg = cfg
-        self.recurrent = is_recurrent(policy)
+        self.units = units_of(policy)
         self.optimizer = Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
 
     def state_dict(self) -> dict:
@@ -120,7 +117,7 @@ class PPO:
         computed and the truncated steps' picked on the device (a data-dependent branch
         would wait for it); on the CPU only the truncated steps'.
         """
-        value_after = self._value_after(batch)
+        value_after = self.units.value_after(batch)
         steps, envs = batch["truncated"].shape
         every_env = torch.arange(envs, device=values.device)
         bootstrap = value_after(batch["bootstrap_obs"], every_env, steps - 1)
@@ -128,17 +125,6 @@ class PPO:
         if batch["truncated"].device.type == "cpu":
             return self._final_values_where_truncated(batch, after, value_after)
         return self._final_values_everywhere(batch, after, value_after)
-
-    def _value_after(self, batch: dict[str, torch.Tensor]) -> ValueAfter:
-        """``value_after(obs, env, step)``: the values of observations ``obs`` ``[B, ...]``
-        seen by env columns ``env`` right after their step ``step`` (int tensors
-        broadcasting to ``[B]``). A feed-forward policy reads the observations alone; a
-        recurrent one reads them from the state after that step."""
-        if not self.recurrent:
-            return lambda obs, env, step: self.policy.value(obs)
-        first = episode_starts(batch["terminated"], batch["truncated"])
-        states = self.policy.unroll(batch["obs"], first, batch["core_state"])  # [T, N, S]
-        return lambda obs, env, step: self.policy.value(obs, states[step, env])
 
     def _final_values_where_truncated(self, batch: dict[str, torch.Tensor],
                                       after: torch.Tensor,
@@ -198,8 +184,8 @@ class PPO:
         cfg = self.cfg
         set_lr(self.optimizer, lr)
         adv, returns = self.advantages(batch)
-        data = self._units({**batch, "adv": adv, "returns": returns})
-        n = len(data["log_prob"])  # transitions, or env sequences of a recurrent policy
+        data = self._split({**batch, "adv": adv, "returns": returns})
+        n = len(data["log_prob"])  # units: transitions, or env sequences
         mb_size = n // cfg.num_minibatches
         whole = cfg.num_minibatches == 1  # the same minibatch, in any order, every epoch
         weights = data.get("weight")
@@ -212,7 +198,7 @@ class PPO:
             for start in range(0, n, mb_size):
                 mb = slice(None) if perm is None else perm[start : start + mb_size]
                 w = None if weights is None else weights[mb]
-                logp, entropy, value = self._evaluate(data, mb)
+                logp, entropy, value = self.units.evaluate(data, mb)
                 log_ratio = logp - data["log_prob"][mb]
                 ratio = log_ratio.exp()
                 mb_adv = data["adv"][mb]
@@ -239,40 +225,18 @@ class PPO:
 
     def evaluate_batch(self, batch: dict[str, torch.Tensor]):
         """``(log_prob, entropy, value)`` ``[T, N]`` of a whole time-major batch's actions
-        under the current weights (a recurrent policy replays every env's sequence)."""
-        if self.recurrent:
-            first = episode_starts(batch["terminated"], batch["truncated"])
-            return self.policy.evaluate_sequences(batch["obs"], batch["action"], first,
-                                                  batch["core_state"])
-        shape = batch["reward"].shape
-        out = self.policy.evaluate(batch["obs"].flatten(0, 1), batch["action"].flatten(0, 1))
-        return tuple(x.view(shape) for x in out)
+        under the current weights."""
+        return self.units.evaluate_batch(batch)
 
-    def _units(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The batch's fields as the units minibatches take, along dim 0: transitions
-        ``[T*N, ...]`` (``obs``, ``action``, ``log_prob``, ``value``, ``adv``, ``returns``,
-        and ``weight`` where :func:`step_weights` gives one) for a feed-forward policy; for
-        a recurrent one, env sequences ``[N, T, ...]``, with ``first`` (where an episode
-        starts) and ``core_state``."""
+    def _split(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The batch's fields as the units minibatches take, along dim 0: ``obs``,
+        ``action``, ``log_prob``, ``value``, ``adv``, ``returns``, and ``weight`` where
+        :func:`step_weights` gives one."""
         keys = ("obs", "action", "log_prob", "value", "adv", "returns")
         weight = step_weights(batch)
         if weight is not None:
             batch, keys = {**batch, "weight": weight}, (*keys, "weight")
-        if not self.recurrent:
-            return {k: batch[k].flatten(0, 1) for k in keys}
-        first = episode_starts(batch["terminated"], batch["truncated"])
-        return {**{k: batch[k].transpose(0, 1) for k in keys},
-                "first": first.T, "core_state": batch["core_state"]}
-
-    def _evaluate(self, data: dict[str, torch.Tensor], mb: Any):
-        """``(log_prob, entropy, value)`` of the units ``mb`` of :meth:`_units`'s
-        ``data`` under the current weights, shaped as its ``log_prob[mb]``."""
-        if not self.recurrent:
-            return self.policy.evaluate(data["obs"][mb], data["action"][mb])
-        out = self.policy.evaluate_sequences(
-            data["obs"][mb].transpose(0, 1), data["action"][mb].transpose(0, 1),
-            data["first"][mb].T, data["core_state"][mb])
-        return tuple(x.T for x in out)
+        return self.units.split(batch, keys)
 
     def _value_loss(self, value: torch.Tensor, returns: torch.Tensor,
                     old_values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
@@ -307,10 +271,10 @@ class PPO:
 
 
 def step_weights(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """``[T, N]`` 1.0 where a step trains, 0.0 at a multi-agent env's padding (its
-    ``active`` field, fastrl.envs.multiagent); None for a batch without one."""
-    active = batch.get("active")
-    return None if active is None else active.to(batch["reward"].dtype)
+    """A batch's ``weight`` ``[T, N]`` as floats (1.0 where a step trains, 0.0 where not);
+    None for a batch without one."""
+    weight = batch.get("weight")
+    return None if weight is None else weight.to(batch["reward"].dtype)
 
 
 def check_minibatches(cfg: RunConfig, slots: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -151,6 +152,16 @@ def step_into_of(envs: BatchedEnv):
         copy_step(envs.step(actions), out)
 
     return step_and_copy
+
+
+def live_rows_of(envs: BatchedEnv) -> Callable[[], np.ndarray] | None:
+    """For a multi-agent simulator that says which rows are live agents (its ``active``
+    ``[n]``, fastrl.envs.multiagent), a function returning them now: the weight of the next
+    step of each row (0: padding, which neither trains nor counts); None for the others,
+    whose every row is live."""
+    if getattr(envs, "active", None) is None:
+        return None
+    return lambda: envs.active
 
 
 def checked_discrete_actions(actions: np.ndarray, shape: tuple[int, ...], n: int,

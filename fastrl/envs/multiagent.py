@@ -16,50 +16,17 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from fastrl.core.settings import setting
 from fastrl.envs.batched import StepRows, WritesRows, own_rows
 from fastrl.envs.errors import EnvContractError, EnvError, contract_violation
 from fastrl.envs.obs_store import ObsStore
 from fastrl.memory.records import MASK_KEY
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
-
-
-@dataclass
-class SelfPlayConfig:
-    """Self-play in a two-player game (docs/multi-agent.md): in each env one player is the
-    learner, the other acts with a frozen past version of the policy from a pool."""
-
-    enabled: bool = setting(False, "train one player of each env of a two-agent game against "
-                            "the pool of past policies (and the newest); the other "
-                            "player's rows act but do not train")
-    pool_size: int = setting(8, "frozen past policies kept in the pool (in shared memory)",
-                             gt=0)
-    snapshot_every: int = setting(10, "updates between snapshots of the policy into the pool",
-                                  gt=0)
-    latest_prob: float = setting(0.5, "chance that a slot's opponent is the newest policy "
-                                 "rather than a snapshot drawn from the pool", ge=0, le=1)
-    baseline: str = setting("", "import string 'module:Factory' of the scripted opponent "
-                            "evaluations play (Factory(seed) then called on observations "
-                            "[n, *obs] for actions; win rate logged as eval/win_rate); empty: "
-                            "the env's own (its 'baseline' attribute, as fastrl/Duel-v0's), "
-                            "else evaluations play the policy against itself")
-
-
-def learning_rows(first_env: int, rows: int) -> np.ndarray:
-    """Self-play: ``[rows]`` True at the learner's rows of two-row envs that start at
-    run-wide env ``first_env``: env ``g``'s learner sits in seat ``g % 2``, so that both
-    seats are learnt (fastrl.rollout.selfplay)."""
-    envs = np.arange(rows // 2)
-    learning = np.zeros(rows, np.bool_)
-    learning[2 * envs + (first_env + envs) % 2] = True
-    return learning
 
 
 def is_multi_agent(env: Any) -> bool:

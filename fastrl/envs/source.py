@@ -323,11 +323,28 @@ class CheckedBatchedEnv:
         return obs, reward, terminated, truncated, final_obs
 
     def step_into(self, actions: np.ndarray, out: StepRows) -> None:
-        """Step every env once into ``out`` (a ``step`` result is checked, then copied)."""
+        """Step every env once into ``out`` (a ``step`` result is checked, then copied);
+        a multi-agent simulator is held to the padding rules."""
+        live_before = None if self.active is None else self.active.copy()
         if hasattr(self.sim, "step_into"):
             self.sim.step_into(actions, self._leaf_rows(out))
         else:
             copy_step(self.step(actions), out)
+        if live_before is not None:
+            self._check_padding(live_before, out.terminated, out.truncated)
+
+    def _check_padding(self, live_before: np.ndarray, terminated: np.ndarray,
+                       truncated: np.ndarray) -> None:
+        """The padding rules of a multi-agent simulator (fastrl.envs.multiagent): a padding
+        step ends no return (``terminated`` is set on it here), and a row whose agent
+        leaves ends its episode in that step; else an :class:`EnvContractError`."""
+        terminated |= ~live_before
+        left = live_before & ~self.active & ~(terminated | truncated)
+        if left.any():
+            raise EnvContractError(
+                f"env {self.env_id!r}: row {int(np.flatnonzero(left)[0])} of its batched "
+                "simulator went from active to inactive in a step without terminated or "
+                "truncated: an agent that leaves must end its episode in that step")
 
     def _rollout_into(self, actions: np.ndarray, out: SlotRows) -> None:
         self.sim.rollout_into(actions, self._leaf_rows(out))

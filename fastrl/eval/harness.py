@@ -24,11 +24,13 @@ import torch
 from torch import nn
 
 from fastrl.config import LogConfig
-from fastrl.envs.multiagent import SelfPlayConfig, learning_rows
-from fastrl.envs.source import EnvSource, load_factory
+from fastrl.envs.source import EnvSource
 from fastrl.memory.wait import Stopped
 from fastrl.models.actors import RecurrentActor
 from fastrl.models.recurrent import is_recurrent
+from fastrl.selfplay.config import SelfPlayConfig
+from fastrl.selfplay.games import baseline_of, win_rates
+from fastrl.selfplay.seats import learning_rows
 
 # SeedSuite field: (least value accepted, its python -m fastrl.eval flag, its config key)
 SUITE_FIELDS = {
@@ -55,12 +57,6 @@ def summarize(returns: np.ndarray, lengths: np.ndarray,
         stats.update({f"{name}_mean": float(values.mean()), f"{name}_std": float(values.std()),
                       f"{name}_min": float(values.min()), f"{name}_max": float(values.max())})
     return {**stats, **(win_rates(returns) if zero_sum else {})}
-
-
-def win_rates(returns: np.ndarray) -> dict[str, float]:
-    """``win_rate`` and ``draw_rate`` of a zero-sum game's returns: above, and at, zero."""
-    returns = np.asarray(returns)
-    return {"win_rate": float((returns > 0).mean()), "draw_rate": float((returns == 0).mean())}
 
 
 @dataclass(frozen=True)
@@ -101,9 +97,9 @@ def evaluate_episodes(
     A multi-agent env (fastrl.envs.multiagent) plays each agent's episodes in its row; a
     seed's return and length are the mean over its agents (agents that never play an
     episode aside). With ``selfplay`` enabled, only the learner's seat of each game counts
-    (alternating with the seed, fastrl.envs.multiagent.learning_rows): the other plays
-    the scripted baseline (:func:`baseline_of`), and the summary has the win rate (none
-    without a baseline: the policy then plays itself).
+    (alternating with the seed, fastrl.selfplay.seats.learning_rows): the other plays
+    the scripted baseline (fastrl.selfplay.games.baseline_of), and the summary has the
+    win rate (none without a baseline: the policy then plays itself).
     """
     envs = env.make(seeds)
     n = envs.num_envs  # rows: len(seeds) times a multi-agent env's agents
@@ -150,15 +146,6 @@ def evaluate_episodes(
         return Episodes(list(seeds), np.nanmean(returns.reshape(per_seed), 1),
                         np.nanmean(lengths.reshape(per_seed), 1).round().astype(np.int64),
                         zero_sum=opponent is not None)
-
-
-def baseline_of(selfplay: SelfPlayConfig, envs: Any, seed: int) -> Callable | None:
-    """Self-play's scripted opponent for an evaluation from ``seed``: ``selfplay.baseline``,
-    else the env's own (its ``baseline`` attribute); None (the policy plays itself) when
-    there is neither."""
-    factory = load_factory(selfplay.baseline, "selfplay.baseline") if selfplay.baseline \
-        else getattr(envs, "baseline", None)
-    return None if factory is None else factory(seed)
 
 
 def live_rows(envs: Any) -> np.ndarray:

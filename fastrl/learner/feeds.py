@@ -4,9 +4,12 @@ A feed owns the slots between the rings and an update: which it waits for, which
 and in what order, how it stages them, when it releases them, how the algorithm's update is
 called on them, and under which key the weights that follow are published. The learner's
 loop is the same for every mode (fastrl.learner.learner): :meth:`Feed.poll` for the next
-batch (None: wait until :meth:`Feed.ready`), :meth:`Feed.train` on it, :meth:`Feed.publish`
-the weights. A feed never calls the learner; it is handed the learner's weights version and
-env step where it needs them.
+batch (None: wait until :meth:`Feed.ready`), :meth:`TrainingFeed.train` on it where it
+carries data, :meth:`TrainingFeed.publish` the weights. :class:`Feed` is what every feed
+does, :class:`TrainingFeed` what the feeds of the algorithms that train add; what only one
+feed needs (a batch staged ahead, updates owed, files of its own) has its default in
+:class:`FeedDefaults`, which that feed alone overrides. A feed never calls the learner; it
+is handed the learner's weights version and env step where it needs them.
 
 With deterministic asynchrony (``infra.deterministic``: fastrl.plan.SlotSchedule) the feeds
 take slots in their run-wide order only, so the same seed trains on the same data.
@@ -44,29 +47,26 @@ from fastrl.plan import RunPlan
 @dataclass
 class Batch:
     """What :meth:`Feed.poll` hands the learner: ``steps``, the env steps it moves the run
-    forward, and ``data`` for the feed's :meth:`Feed.train` (None: nothing to train on)."""
+    forward, and ``data`` for :meth:`TrainingFeed.train` (None: nothing to train on)."""
 
     steps: int
     data: Any = None
 
 
 class Feed(Protocol):
-    """The interface every feed has (see the module documentation)."""
-
-    def poll(self, version: int, step: int) -> Batch | None:
-        """The next batch, taken from what is ready now (the learner is at weights
-        ``version`` and env step ``step``); None when nothing is."""
-
-    def ready(self) -> bool:
-        """:meth:`poll` would return a batch now (what the learner waits for)."""
+    """What every feed does, the learner's loop (see the module documentation)."""
 
     def begin(self, version: int, step: int) -> None:
         """Publish the learner's first weights (of ``version``, at env step ``step``);
         deterministic, under every key a worker may still need that is not published yet
-        (a resumed run whose checkpoint kept none: fastrl.resume.weight_banks)."""
+        (a resumed run whose checkpoint kept none)."""
 
-    def publish(self, version: int) -> None:
-        """Publish the weights of ``version``, just trained."""
+    def ready(self) -> bool:
+        """:meth:`poll` would return a batch now (what the learner waits for)."""
+
+    def poll(self, version: int, step: int) -> Batch | None:
+        """The next batch, taken from what is ready now (the learner is at weights
+        ``version`` and env step ``step``); None when nothing is."""
 
     def pending(self) -> bool:
         """A batch is staged ahead: it must be trained on, stop or not (its slots are
@@ -76,16 +76,24 @@ class Feed(Protocol):
         """The data taken so far still owes updates (the replay ratio's): training goes on
         past ``algo.total_steps`` until they are done."""
 
-    def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
-        """Run the algorithm's update on ``batch`` and release it; its statistics, or None
-        when nothing was trained."""
+    def stats(self) -> dict[str, float]:
+        """The feed's scalars for the next metrics report."""
+
+
+class TrainingFeed(Feed, Protocol):
+    """What the feed of an algorithm that trains adds: the update on a batch whose
+    ``data`` is not None, the weights that follow it, and the feed's part of a
+    checkpoint."""
+
+    def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor]:
+        """Run the algorithm's update on ``batch`` and release it; its statistics."""
 
     def overlap(self, version: int, step: int, stage_next: bool) -> None:
         """While the update just issued runs on the device: stage the next batch when
         ``stage_next`` (the next update is sure to train on it), then wait for the update."""
 
-    def stats(self) -> dict[str, float]:
-        """The feed's scalars for the next metrics report."""
+    def publish(self, version: int) -> None:
+        """Publish the weights of ``version``, just trained."""
 
     def state(self) -> dict:
         """What continues this feed, saved in the learner's checkpoint state."""
@@ -95,6 +103,37 @@ class Feed(Protocol):
 
     def restore(self, state: dict, folder: Path) -> None:
         """Continue from the learner's checkpoint ``state`` and checkpoint ``folder``."""
+
+
+class FeedDefaults:
+    """The answers of a feed that one of the protocols' needs does not concern: nothing
+    staged ahead, no updates owed, no scalars, nothing to overlap, no files of its own.
+    Each feed overrides only what it needs."""
+
+    def pending(self) -> bool:
+        """Nothing is staged ahead."""
+        return False
+
+    def owes_updates(self) -> bool:
+        """No update is owed: an update trains on the data it takes."""
+        return False
+
+    def stats(self) -> dict[str, float]:
+        """No scalars of its own."""
+        return {}
+
+    def overlap(self, version: int, step: int, stage_next: bool) -> None:
+        """Nothing runs beside the update."""
+
+    def files(self) -> dict[str, Callable[[Path], None]]:
+        """No files of its own."""
+        return {}
+
+
+def weighted_rows(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """The steps of ``x`` ``[T, N, ...]`` that count: all of them, or with a batch's
+    ``weight`` ``[T, N]`` those of weight 1 (flattened)."""
+    return x if weight is None else x[weight]
 
 
 def drop_stale(rings: list[Ring], version: int, max_lag: int) -> int:
@@ -138,7 +177,7 @@ def publish_weights(weights: SharedWeights, policy: torch.nn.Module, version: in
             weights.write(flat, version, key)
 
 
-class OnPolicyFeed:
+class OnPolicyFeed(FeedDefaults):
     """Ring slots staged on the learner's device as one time-major batch per update
     (fastrl.learner.staging); :class:`SyncFeed` and :class:`AsyncFeed` say which slots."""
 
@@ -187,10 +226,6 @@ class OnPolicyFeed:
         """A batch was staged while the last update ran (CUDA)."""
         return self._ahead is not None
 
-    def owes_updates(self) -> bool:
-        """Never: an update trains on the slots it takes."""
-        return False
-
     def poll(self, version: int, step: int) -> Batch | None:
         """The batch staged ahead, else the next one staged now: its slots within the
         policy-lag bound (older ones are dropped and counted), CRC-checked when
@@ -219,9 +254,9 @@ class OnPolicyFeed:
         with self.timer.stage("train"):
             data = staged.use()
             # the statistics first: this batch is trained on with them
-            if self.cfg.algo.normalize_obs:  # (of the steps that train: no padding)
-                observe_observations(self.policy, data["obs"] if "active" not in data
-                                     else data["obs"][data["active"]])
+            if self.cfg.algo.normalize_obs:
+                observe_observations(self.policy, weighted_rows(data["obs"],
+                                                                data.get("weight")))
             if self.reward_scale:
                 data = {**data, "reward": data["reward"] * self._reward_factor(staged.host)}
             stats = self.update.update(data, lr)
@@ -232,7 +267,7 @@ class OnPolicyFeed:
         """Fold a batch's rewards into the return statistics; the factor to scale them by."""
         return self.reward_scale.update(host["reward"], host["terminated"] | host["truncated"],
                                         host["env_id"], self.cfg.infra.envs_per_worker,
-                                        host.get("active"))
+                                        host.get("weight"))
 
     def overlap(self, version: int, step: int, stage_next: bool) -> None:
         """On CUDA: stage the next batch while the update runs, when its slots are ready
@@ -257,10 +292,6 @@ class OnPolicyFeed:
         return {"dropped_slots": self.dropped_slots,
                 **({"reward_scale": self.reward_scale.state_dict()}
                    if self.reward_scale else {})}
-
-    def files(self) -> dict[str, Callable[[Path], None]]:
-        """None: the unread slots are in the rings' file."""
-        return {}
 
     def restore(self, state: dict, folder: Path) -> None:
         """Continue the drop count and the return scale."""
@@ -312,10 +343,10 @@ class AsyncFeed(OnPolicyFeed):
         return [self.rings[i] for i in picks]
 
 
-class DrainFeed:
+class DrainFeed(FeedDefaults):
     """``DataMode.DRAIN`` (``algo.name=none``): every slot is released as soon as it is
     published and its steps counted; nothing is trained, copied or saved (collection
-    throughput)."""
+    throughput). Its batches carry no data: the learner trains on none of them."""
 
     def __init__(self, plan: RunPlan, rings: list[Ring], weights: SharedWeights,
                  policy: torch.nn.Module) -> None:
@@ -325,17 +356,6 @@ class DrainFeed:
     def begin(self, version: int, step: int) -> None:
         """The weights the workers act with for good."""
         publish_weights(self.weights, self.policy, version)
-
-    def publish(self, version: int) -> None:
-        """Nothing trains: never called."""
-
-    def pending(self) -> bool:
-        """Never: nothing is staged."""
-        return False
-
-    def owes_updates(self) -> bool:
-        """Never: nothing trains."""
-        return False
 
     def ready(self) -> bool:
         """Some ring has a published slot."""
@@ -349,25 +369,3 @@ class DrainFeed:
                 ring.release()
                 steps += self.slot_steps
         return Batch(steps) if steps else None
-
-    def train(self, batch: Batch, lr: float) -> None:
-        """Nothing trains."""
-        return None
-
-    def overlap(self, version: int, step: int, stage_next: bool) -> None:
-        """Nothing runs on the device."""
-
-    def stats(self) -> dict[str, float]:
-        """None."""
-        return {}
-
-    def state(self) -> dict:
-        """Nothing (a drain run writes no checkpoint)."""
-        return {}
-
-    def files(self) -> dict[str, Callable[[Path], None]]:
-        """None."""
-        return {}
-
-    def restore(self, state: dict, folder: Path) -> None:
-        """Nothing to restore."""

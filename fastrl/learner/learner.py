@@ -14,11 +14,14 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from pathlib import Path
+from typing import Protocol
 
 import torch
+from torch import nn
 
 from fastrl.algos.base import DataMode
 from fastrl.checkpoint import save_checkpoint
@@ -33,9 +36,8 @@ from fastrl.core.process import (
     set_rng_state,
 )
 from fastrl.core.timing import StageTimer, timing_metrics
-from fastrl.envs.multiagent import agent_group
 from fastrl.learner.evaluations import Evaluations
-from fastrl.learner.feeds import AsyncFeed, DrainFeed, Feed, SyncFeed
+from fastrl.learner.feeds import AsyncFeed, DrainFeed, Feed, SyncFeed, TrainingFeed
 from fastrl.learner.offpolicy import ReplayFeed
 from fastrl.learner.report import ReportWindow
 from fastrl.learner.writes import BackgroundWrite
@@ -45,17 +47,15 @@ from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.encoders import channels_last_convs
-from fastrl.models.policy import flat_params, param_shapes
+from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan
 from fastrl.resume import (
     checkpoint_writers,
     load_learner_state,
     manifest_info,
     parked_states,
-    restore_weight_banks,
     ring_contents,
     save_model,
-    weight_banks,
 )
 
 PARK_WAIT_S = 20.0  # how long the final checkpoint waits for the workers to park
@@ -89,9 +89,9 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
         weights_shm, control_shm = attach(spec.weights_name), attach(spec.control_name)
         rings = [Ring(s.buf, plan.layout, plan.cfg.infra.ring_slots) for s in shms]
         with learner_torch(plan.cfg.infra.learner_threads):
-            weights, pool = plan.weights_of(weights_shm.buf)
+            weights, side = plan.weights_of(weights_shm.buf)
             Learner(spec, metrics, rings, weights, RunControl(control_shm.buf),
-                    pool=pool).run()
+                    hooks=plan.learner_hooks(side)).run()
     except BaseException as e:
         code = report_crash(spec.run_dir, "learner", e)
         if isinstance(e, DiskFull):  # (its report may have found no room: the queue needs none)
@@ -105,8 +105,8 @@ def run_learner(spec: LearnerSpec, metrics: Queue) -> None:
 
 def make_feed(plan: RunPlan, rings: list[Ring], weights: SharedWeights, update,
               policy: torch.nn.Module, device: torch.device, window: ReportWindow,
-              timer: StageTimer) -> Feed:
-    """The feed of the algorithm's data mode."""
+              timer: StageTimer) -> Feed | TrainingFeed:
+    """The feed of the algorithm's data mode (a TrainingFeed for those that train)."""
     data = plan.cfg.algo.algorithm.data
     if data is DataMode.DRAIN:
         return DrainFeed(plan, rings, weights, policy)
@@ -116,19 +116,35 @@ def make_feed(plan: RunPlan, rings: list[Ring], weights: SharedWeights, update,
     return feed(plan, rings, weights, update, policy, device, window, timer)
 
 
+class LearnerHook(Protocol):
+    """What a feature runs beside the learner's publish and checkpoint, the one way a
+    feature reaches the learner (docs/architecture.md, "Adding a feature")."""
+
+    def published(self, policy: nn.Module, version: int) -> None:
+        """The learner has just published ``policy`` as weights ``version`` (the first
+        weights too, at start)."""
+
+    def state(self) -> dict:
+        """What the hook keeps in the learner's checkpoint state (its own keys)."""
+
+    def restore(self, state: dict) -> None:
+        """Continue from a checkpoint's learner ``state``."""
+
+
 class Learner:
     """Owns the model and the algorithm's state; talks to workers only through shared
     memory (the rings, the weights, the run's control block).
 
     ``metrics`` takes ``(kind, step, payload)`` messages (a queue to the supervisor, or the
     serial runtime's dispatcher); ``timer`` keeps the learner's time per stage
-    (fastrl.core.timing). A process drives it with :meth:`run`; the serial runtime with
+    (fastrl.core.timing); ``hooks`` run beside every publish and checkpoint
+    (:class:`LearnerHook`). A process drives it with :meth:`run`; the serial runtime with
     :meth:`start`, :meth:`training`, :meth:`step`, :meth:`wrap_up` and :meth:`finish`.
     """
 
     def __init__(self, spec: LearnerSpec, metrics: Queue, rings: list[Ring],
                  weights: SharedWeights, control: RunControl,
-                 timer: StageTimer | None = None, pool: SharedWeights | None = None) -> None:
+                 timer: StageTimer | None = None, hooks: Sequence[LearnerHook] = ()) -> None:
         plan = spec.plan
         cfg = plan.cfg
         self.spec, self.plan, self.cfg, self.metrics = spec, plan, cfg, metrics
@@ -139,11 +155,10 @@ class Learner:
             cfg.algo, self.policy, plan.obs_space, plan.act_space, self.device) \
             if plan.trains else None
         self.rings, self.weights, self.control = rings, weights, control
-        self.pool = pool  # self-play's snapshots (fastrl.rollout.selfplay)
+        self.hooks = hooks
         self.timer = timer or StageTimer()
         # what the next metrics report will say
-        self.window = ReportWindow(tuple(agent_group(a) for a in plan.agents),
-                                   zero_sum=pool is not None)
+        self.window = ReportWindow(plan.episode_groups, plan.episode_stats)
         self.feed = make_feed(plan, rings, weights, self.algo, self.policy, self.device,
                               self.window, self.timer)
         self.evals = Evaluations(plan, self.policy, self.device, control, metrics, self.timer,
@@ -156,7 +171,6 @@ class Learner:
         self._next_report = time.monotonic()
         self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
         self._saved_banks: dict | None = None  # the weights a checkpoint's banks held
-        self._saved_pool: dict | None = None  # and the self-play pool's
         if spec.resume:
             self._restore(Path(spec.resume))
 
@@ -179,11 +193,10 @@ class Learner:
         """Publish the first weights (resumed: the banks the checkpoint kept, first; from a
         stop during an evaluation: run it)."""
         with self.timer.stage("sync_weights"):
-            restore_weight_banks(self.weights, self._saved_banks)
+            self.weights.restore_banks(self._saved_banks)
             self.feed.begin(self.version, self.global_step)
-            if self.pool is not None:
-                restore_weight_banks(self.pool, self._saved_pool)
-                self._snapshot()
+            for hook in self.hooks:
+                hook.published(self.policy, self.version)
         self.control.record_step(self.global_step)
         if self.plan.trains and self.global_step >= self.evals.next_eval:
             self.evals.run(self.global_step)
@@ -204,7 +217,9 @@ class Learner:
         batch = self.feed.poll(self.version, self.global_step)
         if batch is None:
             return False
-        stats = self.feed.train(batch, self._learning_rate())  # (None: nothing trained)
+        # (a batch without data moves the run on and trains nothing: only a TrainingFeed
+        # hands over data)
+        stats = None if batch.data is None else self.feed.train(batch, self._learning_rate())
         self.global_step += batch.steps
         if stats is not None:
             self.version += 1
@@ -261,16 +276,9 @@ class Learner:
     def _publish(self) -> None:
         with self.timer.stage("sync_weights"):
             self.feed.publish(self.version)
-            if self.pool is not None:
-                self._snapshot()
+            for hook in self.hooks:
+                hook.published(self.policy, self.version)
         self.control.record_step(self.global_step)
-
-    def _snapshot(self) -> None:
-        """Self-play: put the policy into the pool at every ``selfplay.snapshot_every``-th
-        version (snapshot ``version // snapshot_every``, fastrl.rollout.selfplay)."""
-        every = self.cfg.selfplay.snapshot_every
-        if self.version % every == 0:
-            self.pool.write(flat_params(self.policy), self.version, self.version // every)
 
     def _should_stop(self) -> bool:
         self.control.beat(time.monotonic_ns())  # called from every wait: a waiting learner lives
@@ -319,7 +327,8 @@ class Learner:
         self.evals.restore(state, self.global_step)
         self.feed.restore(state, folder)
         self._saved_banks = state.get("weight_banks")
-        self._saved_pool = state.get("selfplay_pool")
+        for hook in self.hooks:
+            hook.restore(state)
         # A config resumed with another interval continues on the new one.
         self.next_checkpoint = self.global_step + self.cfg.log.checkpoint_every_steps
         set_rng_state(state["rng"])
@@ -332,8 +341,8 @@ class Learner:
             "rng": rng_state(), "version": self.version, "global_step": self.global_step,
             "next_checkpoint": self.next_checkpoint, **self.evals.state(),
             **self.feed.state(),
-            **({"weight_banks": weight_banks(self.weights)} if self.plan.schedule else {}),
-            **({"selfplay_pool": weight_banks(self.pool)} if self.pool is not None else {})})
+            **({"weight_banks": self.weights.banks_state()} if self.plan.schedule else {}),
+            **{k: v for hook in self.hooks for k, v in hook.state().items()}})
 
     def _checkpoint(self, final: bool) -> None:
         """Write a checkpoint of everything that continues this run (fastrl.resume).

@@ -27,7 +27,7 @@ import torch
 from fastrl.algos.base import ReplayUpdate
 from fastrl.config import MainConfig
 from fastrl.core.timing import StageTimer
-from fastrl.learner.feeds import Batch, publish_weights
+from fastrl.learner.feeds import Batch, FeedDefaults, publish_weights
 from fastrl.learner.report import ReportWindow
 from fastrl.memory.layout import storage_of
 from fastrl.memory.ring import Ring
@@ -89,7 +89,7 @@ def make_buffer(cfg: MainConfig, obs_space, act_space) -> ReplayBuffer:
 PUBLISH_EVERY = 64  # free-running: updates between two publications of the weights, at most
 
 
-class ReplayFeed:
+class ReplayFeed(FeedDefaults):
     """``DataMode.REPLAY``'s feed (fastrl.learner.feeds): moves slots from the rings into
     the replay buffer and draws training batches, as the rate limiter allows."""
 
@@ -185,27 +185,18 @@ class ReplayFeed:
             publish_weights(self.weights, self.policy, version)
             self._unpublished = 0
 
-    def pending(self) -> bool:
-        """Never: a sampled batch is trained on at once."""
-        return False
-
     def owes_updates(self) -> bool:
         """``algo.total_steps`` are in and training is still a batch or more behind."""
         return self.inserted >= self.cfg.algo.total_steps and self._owes_batch()
 
-    def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor] | None:
+    def train(self, batch: Batch, lr: float) -> dict[str, torch.Tensor]:
         """One gradient step on the sampled batch, then its new priorities (the algorithm
         keeps its own learning rates)."""
-        if batch.data is None:
-            return None
         with self.timer.stage("train"):
             stats, td_abs = self.update.update(batch.data)
         with self.timer.stage("update_dataset"):
             self.update_priorities(td_abs)
         return stats
-
-    def overlap(self, version: int, step: int, stage_next: bool) -> None:
-        """Nothing: the next sample needs the new priorities first."""
 
     def ingest(self, version: int) -> int:
         """Copy ready slots into the buffer, and release them, while the limiter admits them

@@ -9,11 +9,10 @@ host copies of the slots, so noting them costs the device nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
-
-from fastrl.eval.harness import win_rates
 
 
 def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]:
@@ -28,16 +27,19 @@ def ended_episode_stats(ret: np.ndarray, length: np.ndarray) -> dict[str, float]
 
 
 class ReportWindow:
-    """Statistics gathered since the last report. ``agent_groups`` names the group of each
-    agent of a multi-agent env (by agent index, fastrl.envs.multiagent.agent_group): its
-    episodes are also reported per group. ``zero_sum`` (self-play: the episodes are the
-    learner's games) adds ``selfplay/win_rate`` and ``selfplay/draw_rate`` (a return above,
-    and at, zero)."""
+    """Statistics gathered since the last report. ``row_groups`` names the group of each
+    row of an env (a multi-agent env's agent groups, fastrl.plan.RunPlan.episode_groups;
+    run-wide row ``i`` is row ``i % len(row_groups)`` of its env): episodes are also
+    reported per group. ``episode_stats`` adds statistics of the ended episodes' returns
+    (self-play's win rates, fastrl.plan.RunPlan.episode_stats). A batch's optional
+    ``weight`` keeps its steps of weight 0 (padding) out of the episodes."""
 
-    def __init__(self, agent_groups: tuple[str, ...] = (), zero_sum: bool = False) -> None:
-        self.zero_sum = zero_sum
-        self.group_names = tuple(dict.fromkeys(agent_groups))
-        self._group_of = np.array([self.group_names.index(g) for g in agent_groups], np.int64)
+    def __init__(self, row_groups: tuple[str, ...] = (),
+                 episode_stats: Callable[[np.ndarray], dict[str, float]] | None = None
+                 ) -> None:
+        self.episode_stats = episode_stats
+        self.group_names = tuple(dict.fromkeys(row_groups))
+        self._group_of = np.array([self.group_names.index(g) for g in row_groups], np.int64)
         self.reset()
 
     def reset(self) -> None:
@@ -50,7 +52,7 @@ class ReportWindow:
         self._lengths: list[np.ndarray] = []
         self._steps: list[np.ndarray] = []  # the env step count at each episode's end
         self._times: list[np.ndarray] = []  # when the learner saw it end (Unix seconds)
-        self._groups: list[np.ndarray] = []  # a multi-agent env's: the agent's group
+        self._groups: list[np.ndarray] = []  # each episode's row group, where rows have one
         self._lags = np.zeros(1, np.int64)  # transitions by policy lag
         self._noted = False
 
@@ -77,12 +79,14 @@ class ReportWindow:
         ``[T, N]``: an episode that ended at row ``t`` ended at env step
         ``steps_before + (t + 1) * N``; episodes are kept in the order they ended."""
         done = host["terminated"] | host["truncated"]
-        if "active" in host:  # (a multi-agent env's padding steps end no episode)
-            done &= host["active"]
+        weight = host.get("weight")
+        if weight is not None:  # (steps of weight 0 end no episode)
+            done &= weight
         if done.any():
             rows, cols = np.nonzero(done)  # (row-major: ordered by the step they ended at)
-            if "agent_id" in host:
-                self._groups.append(self._group_of[host["agent_id"][rows, cols]])
+            if len(self._group_of):
+                env_ids = host["env_id"][rows, cols]
+                self._groups.append(self._group_of[env_ids % len(self._group_of)])
             self._returns.append(host["episode_return"][rows, cols])
             self._lengths.append(host["episode_length"][rows, cols])
             self._steps.append(steps_before + (rows + 1) * done.shape[1])
@@ -126,8 +130,8 @@ class ReportWindow:
             returns, lengths = np.concatenate(self._returns), np.concatenate(self._lengths)
             out.update(ended_episode_stats(returns, lengths))
             out.update(self._group_stats(returns, lengths))
-            if self.zero_sum:
-                out.update({f"selfplay/{k}": v for k, v in win_rates(returns).items()})
+            if self.episode_stats is not None:
+                out.update(self.episode_stats(returns))
         if self._noted:
             lags = np.arange(len(self._lags))
             out["policy_lag"] = int(lags[self._lags > 0].max())

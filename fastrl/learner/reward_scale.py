@@ -23,11 +23,11 @@ class ReturnScale:
         self.stats = RunningNorm(1)  # (the mean is kept, not used: rewards are only scaled)
 
     def update(self, reward: np.ndarray, done: np.ndarray, env_id: np.ndarray,
-               envs_per_slot: int, active: np.ndarray | None = None) -> float:
+               envs_per_slot: int, weight: np.ndarray | None = None) -> float:
         """Fold a time-major batch ``[T, N]`` in and return the factor its rewards are
         multiplied by. The columns are slots of ``envs_per_slot`` envs in the order they
-        were collected (two slots of one worker: the older first). With ``active`` (a
-        multi-agent batch's), only the steps that train count in the statistics."""
+        were collected (two slots of one worker: the older first). With ``weight`` (a
+        batch's, bool), only the steps of weight 1 count in the statistics."""
         seen = np.empty(reward.shape, np.float64)
         for first in range(0, reward.shape[1], envs_per_slot):
             cols = slice(first, first + envs_per_slot)
@@ -38,7 +38,7 @@ class ReturnScale:
                 seen[t, cols] = ret
                 ret = np.where(done[t, cols], 0.0, ret)
             self.returns[ids] = ret
-        seen = seen if active is None else seen[active]
+        seen = seen if weight is None else seen[weight]
         self.stats.update(torch.from_numpy(seen.reshape(-1, 1)).float())
         return float(torch.rsqrt(self.stats.var + 1e-8))
 

@@ -36,9 +36,9 @@ from fastrl.memory.ring import Ring
 from fastrl.models.encoders import torch_dtype
 
 #: The fields the on-policy algorithms read on the device (those a slot has: core_state
-#: only a recurrent policy's, active only a multi-agent env's); the others stay on the host.
+#: only a recurrent policy's, weight only a weighted one's); the others stay on the host.
 DEVICE_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "log_prob", "value",
-                 "final_obs", "bootstrap_obs", "core_state", "active")
+                 "final_obs", "bootstrap_obs", "core_state", "weight")
 #: the fields shaped [E, ...], not [T, E, ...]
 PER_ENV = ("final_obs", "bootstrap_obs", "core_state")
 

@@ -40,6 +40,10 @@ class SlotLayout:
             offset += -(-f.nbytes // ALIGN) * ALIGN
         self.nbytes = max(offset, ALIGN)
 
+    def has(self, name: str) -> bool:
+        """The slot holds a field ``name``."""
+        return name in self.offsets
+
     def views(self, buf: memoryview, base: int) -> dict[str, np.ndarray]:
         """Numpy views of every field of the slot that starts at byte ``base`` of ``buf``."""
         return {
@@ -79,7 +83,7 @@ def final_obs_rows(rollout_len: int, max_episode_steps: int | None) -> int:
 
 def trajectory_layout(
     obs_space: spaces.Space, act_space: spaces.Space, rollout_len: int, num_envs: int,
-    max_episode_steps: int | None = None, core_state_size: int = 0, multi_agent: bool = False,
+    max_episode_steps: int | None = None, core_state_size: int = 0, weighted: bool = False,
 ) -> SlotLayout:
     """The trajectory schema of docs/architecture.md for ``rollout_len`` steps of ``num_envs`` envs.
 
@@ -91,10 +95,10 @@ def trajectory_layout(
     ``k``-th truncated step, see :func:`final_obs_index`; rows past its truncations hold
     stale bytes). ``rows`` is :func:`final_obs_rows` of the envs' ``max_episode_steps``.
     With a recurrent policy (``core_state_size`` floats of state per env), core_state
-    ``[num_envs, core_state_size]``: each env's state at the slot's first step. With a
-    multi-agent env (each env column an (env, agent) row, fastrl.envs.multiagent), per
-    step and row: active (the row's agent is live: its step trains and counts) and
-    agent_id (the agent's index in the env's ``possible_agents``).
+    ``[num_envs, core_state_size]``: each env's state at the slot's first step. With
+    ``weighted`` (a multi-agent env: each env column an (env, agent) row,
+    fastrl.envs.multiagent), per step and row: weight, bool (1: the step trains and counts;
+    0: padding, or a row that acts but does not train, like self-play's opponent).
     Per slot: checksum (CRC32 of all the bytes before it, when ``infra.check_slots`` is on;
     it must stay the last field).
     """
@@ -120,8 +124,7 @@ def trajectory_layout(
         Field("final_obs", finals + obs_shape, obs_dtype),
         Field("bootstrap_obs", (num_envs,) + obs_shape, obs_dtype),
         *([Field("core_state", (num_envs, core_state_size), f32)] if core_state_size else []),
-        *([Field("active", te, np.dtype(np.bool_)), Field("agent_id", te, np.dtype(np.int32))]
-          if multi_agent else []),
+        *([Field("weight", te, np.dtype(np.bool_))] if weighted else []),
         Field("checksum", (), np.dtype(np.uint32)),
     ])
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from fastrl.memory.atomics import fence, load_acquire, store_release
 from fastrl.memory.wait import wait_until
@@ -152,3 +153,16 @@ class SharedWeights:
                  for h, v in zip(self.headers, self.vectors) if h[KEY]]
         return sorted(found, key=lambda kv: kv[0])
 
+    def banks_state(self) -> dict:
+        """The weights every bank holds, for the learner's checkpoint state: a resumed
+        deterministic run gives its workers the very weights their slots' keys had."""
+        held = self.held()
+        return {"keys": [k for k, _, _ in held], "versions": [v for _, v, _ in held],
+                "vectors": torch.from_numpy(np.stack([x for _, _, x in held]))}
+
+    def restore_banks(self, saved: dict | None) -> None:
+        """Write back what :meth:`banks_state` saved (nothing for a checkpoint without it)."""
+        if saved:
+            for key, version, vector in zip(saved["keys"], saved["versions"],
+                                            saved["vectors"]):
+                self.write(vector.cpu().numpy(), version, key)

@@ -1,11 +1,14 @@
 """What picks the workers' actions: the policy network, or uniform random actions.
 
 An actor maps a batch of observations ``[n, *obs]`` to numpy ``(action, log_prob, value)``.
+Around those calls a collector (fastrl.rollout.collector) calls its hooks, the one way a
+per-row or per-slot concern of a feature reaches the collector (docs/architecture.md):
+:meth:`Actor.begin_slot` before a slot's first step, :meth:`Actor.end_step` after every
+step, and :meth:`Actor.state` / :meth:`Actor.restore` where a worker parks and
+resumes.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -14,48 +17,78 @@ from gymnasium import spaces
 from fastrl.models.masks import ActionMask, action_mask, uniform_legal
 from fastrl.models.recurrent import is_recurrent
 
-Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+class Actor:
+    """Picks actions for a worker's rows; the hooks do nothing unless an actor needs them."""
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(action, log_prob, value)`` of observations ``obs`` ``[n, *obs]``."""
+        raise NotImplementedError
+
+    def begin_slot(self, slot: dict[str, np.ndarray], seq: int, version: int) -> None:
+        """Before the first step of ``slot`` (numbered ``seq``, collected with weights
+        ``version``): write what the slot keeps of the actor, prepare what it acts with."""
+
+    def end_step(self, terminated: np.ndarray, truncated: np.ndarray,
+                 weight: np.ndarray | None) -> None:
+        """After a step: ``terminated`` and ``truncated`` ``[n]`` mark the rows whose
+        episode ended in it; ``weight`` ``[n]`` (bool), where the slot has one, is the
+        step's weight per row (0: it does not train), which the actor may lower."""
+
+    def state(self) -> dict:
+        """What continues this actor in another process (a parked worker's)."""
+        return {}
+
+    def restore(self, state: dict) -> None:
+        """Continue from a parked worker's state (:meth:`state`, among the collector's)."""
 
 
 def policy_actor(policy: torch.nn.Module) -> Actor:
     """Batched CPU inference of ``policy`` (one torch forward per step for all envs): any
     module with the ``act(obs) -> (action, log_prob, value)`` of fastrl.models, or a
-    :class:`RecurrentActor` of a recurrent one. Runs under ``torch.inference_mode`` (no
-    version counters or autograd bookkeeping: ~4% of a small forward), on a tensor that
-    shares the observations' memory."""
+    :class:`RecurrentActor` of a recurrent one."""
     if is_recurrent(policy):
         return RecurrentActor(policy)
+    return TorchActor(policy)
 
-    def act(obs: np.ndarray):
+
+class TorchActor(Actor):
+    """Acts with a feed-forward ``policy`` under ``torch.inference_mode`` (no version
+    counters or autograd bookkeeping: ~4% of a small forward), on a tensor that shares the
+    observations' memory."""
+
+    def __init__(self, policy: torch.nn.Module) -> None:
+        self.policy = policy
+
+    def __call__(self, obs: np.ndarray):
+        """``(action, log_prob, value)`` as numpy arrays."""
         with torch.inference_mode():
-            action, log_prob, value = policy.act(torch.from_numpy(obs))
+            action, log_prob, value = self.policy.act(torch.from_numpy(obs))
         return action.numpy(), log_prob.numpy(), value.numpy()
 
-    return act
 
-
-class RecurrentActor:
+class RecurrentActor(Actor):
     """Acts with a recurrent policy (fastrl.models.recurrent), keeping each env's state
-    ``state`` ``[n, state_size]`` on ``device``: zeros until :meth:`start` or the first
+    ``core`` ``[n, state_size]`` on ``device``: zeros until :meth:`start` or the first
     call sizes it, advanced by every call, zeroed by :meth:`episodes_ended` for the envs
     whose episode ended. ``deterministic`` takes the mode (evaluation)."""
 
     def __init__(self, policy: torch.nn.Module, deterministic: bool = False,
                  device: torch.device | str = "cpu") -> None:
         self.policy, self.deterministic, self.device = policy, deterministic, device
-        self.state = policy.initial_state(0, device)
+        self.core = policy.initial_state(0, device)
 
     def start(self, num_envs: int) -> None:
         """Every env at an episode's first step."""
-        self.state = self.policy.initial_state(num_envs, self.device)
+        self.core = self.policy.initial_state(num_envs, self.device)
 
     def __call__(self, obs: np.ndarray):
         """``(action, log_prob, value)`` as numpy arrays; the envs' states advance."""
-        if len(self.state) != len(obs):
+        if len(self.core) != len(obs):
             self.start(len(obs))
         with torch.inference_mode():
-            action, log_prob, value, self.state = self.policy.act(
-                torch.as_tensor(obs, device=self.device), self.state, self.deterministic)
+            action, log_prob, value, self.core = self.policy.act(
+                torch.as_tensor(obs, device=self.device), self.core, self.deterministic)
         return action.cpu().numpy(), log_prob.cpu().numpy(), value.cpu().numpy()
 
     def episodes_ended(self, ended: np.ndarray) -> None:
@@ -63,7 +96,29 @@ class RecurrentActor:
         starts an episode."""
         if ended.any():
             with torch.inference_mode():  # (the state is an inference tensor)
-                self.state[torch.from_numpy(ended).to(self.device)] = 0.0
+                self.core[torch.from_numpy(ended).to(self.device)] = 0.0
+
+    def begin_slot(self, slot: dict[str, np.ndarray], seq: int, version: int) -> None:
+        """Keep every env's state at the slot's first step in its ``core_state``: the
+        learner replays each env's sequence from it."""
+        envs = len(slot["core_state"])
+        if len(self.core) != envs:
+            self.start(envs)
+        slot["core_state"][...] = self.core.numpy()
+
+    def end_step(self, terminated: np.ndarray, truncated: np.ndarray,
+                 weight: np.ndarray | None) -> None:
+        """The envs whose episode ended start from a zero state."""
+        self.episodes_ended(terminated | truncated)
+
+    def state(self) -> dict:
+        """Every env's state."""
+        return {"core_state": self.core.numpy().copy()}
+
+    def restore(self, state: dict) -> None:
+        """Continue every env's state (a parked worker's that kept one)."""
+        if "core_state" in state:
+            self.core = torch.from_numpy(state["core_state"])
 
 
 RANDOM_TABLE = 4096  # steps of random actions drawn at a time
@@ -86,7 +141,7 @@ def _random_table(space: spaces.Space, shape: tuple[int, int],
     raise TypeError(f"no random actions for {space}")
 
 
-class RandomActor:
+class RandomActor(Actor):
     """Uniform random actions for ``num_envs`` envs; log_prob and value are zeros (nothing
     trains on them: ``algo.name=none``, or off-policy exploration before the first update).
     Actions are drawn 4096 steps at a time, so that one costs nothing per step (as in the
@@ -123,7 +178,7 @@ class RandomActor:
         out[...] = self._take(len(out))
 
 
-class LegalRandomActor:
+class LegalRandomActor(Actor):
     """Uniform random actions among the legal ones of each step's observations (a Dict
     space with an ``action_mask``, fastrl.models.masks); log_prob and value are zeros. It
     reads observations, so a collector steps it step by step."""

@@ -79,9 +79,9 @@ class NumpyMLP:
         return x
 
 
-class NumpyActorCritic:
-    """:meth:`ActorCritic.act` of one policy in numpy: an :data:`Actor` (its arrays are
-    valid until its next call)."""
+class NumpyActorCritic(Actor):
+    """:meth:`ActorCritic.act` of one policy in numpy: an
+    :class:`~fastrl.models.actors.Actor` (its arrays are valid until its next call)."""
 
     def __init__(self, policy: ActorCritic) -> None:
         features = policy._features

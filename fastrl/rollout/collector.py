@@ -14,14 +14,13 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import torch
 from numba import njit
 
 from fastrl.envs import BatchedEnv
-from fastrl.envs.batched import SlotRows, StepRows, step_into_of
+from fastrl.envs.batched import SlotRows, StepRows, live_rows_of, step_into_of
 from fastrl.envs.source import EnvContractError
 from fastrl.memory.layout import pack_final_obs
-from fastrl.models.actors import Actor, RecurrentActor
+from fastrl.models.actors import Actor
 
 
 def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:
@@ -37,14 +36,14 @@ def check_rewards(rewards: np.ndarray, env_ids: np.ndarray) -> None:
 
 
 @njit(cache=True, nogil=True)
-def finish_slot(reward, terminated, truncated, active, ep_return, ep_length, episodes, env_ids,
+def finish_slot(reward, terminated, truncated, weight, ep_return, ep_length, episodes, env_ids,
                 total_envs, first_step, clip, out_return, out_length, episode_id, env_id,
                 global_step) -> int:
     """Fill the per-transition bookkeeping of a slot whose steps are written, in one pass:
     running episode returns and lengths (the episode's own where it ended; carried in
     ``ep_return`` / ``ep_length`` / ``episodes`` from slot to slot), episode and env ids and
     global steps; with ``clip``, rewards become their signs (the returns stay the env's).
-    Steps of rows not ``active`` (a multi-agent env's padding) leave the episode as it was.
+    Steps of weight 0 (a multi-agent env's padding) leave the episode as it was.
     Returns the number of non-finite rewards, which are left as they came."""
     bad = 0
     for t in range(reward.shape[0]):
@@ -55,7 +54,7 @@ def finish_slot(reward, terminated, truncated, active, ep_return, ep_length, epi
             episode_id[t, e] = episodes[e] * total_envs + env_ids[e]
             out_return[t, e] = ep_return[e]
             out_length[t, e] = ep_length[e]
-            if not active[t, e]:
+            if not weight[t, e]:
                 continue
             r = reward[t, e]
             if not np.isfinite(r):
@@ -112,22 +111,25 @@ class Collector:
     (after every slot where a whole slot is one call). ``act_ns`` / ``env_ns`` / ``fill_ns``
     add up the time spent choosing actions, stepping envs, and filling slots in all (the
     rest of ``fill_ns`` is writing the slot). ``clip_rewards`` stores the sign of every
-    reward; the episode returns stay the env's. A :class:`RecurrentActor` has its envs'
-    states zeroed where their episodes end, and stored at each slot's first step in the
-    slot's ``core_state``. A multi-agent slot's ``active`` marks the rows whose steps train:
-    live agents (the env's ``active``), and of those only the ``trains`` rows where given
-    (self-play's learning side, fastrl.rollout.selfplay).
+    reward; the episode returns stay the env's.
+
+    What a feature adds per row or per slot reaches the collector through the actor's hooks
+    (fastrl.models.actors.Actor: ``begin_slot``, ``end_step``, ``state`` / ``restore``)
+    and the slot's optional ``weight`` (``weighted``): each step's weight per row, 1 where
+    the env says its row is live (fastrl.envs.batched.live_rows_of; all rows where it says
+    nothing), lowered by the actor's ``end_step`` where it wants.
     """
 
     def __init__(
         self, envs: BatchedEnv, act: Actor, first_env_id: int, total_envs: int,
         heartbeat: Callable[[], None] = lambda: None, clip_rewards: bool = False,
-        trains: np.ndarray | None = None,
+        weighted: bool = False,
     ) -> None:
         self.envs = envs
         self.clip_rewards = clip_rewards
         self.act = act
         self.heartbeat = heartbeat
+        self.weighted = weighted
         self.act_ns = self.env_ns = self.fill_ns = 0
         n = envs.num_envs
         self.total_envs = total_envs
@@ -140,22 +142,14 @@ class Collector:
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
-        if isinstance(act, RecurrentActor):
-            act.start(n)
-        agents = len(getattr(envs, "agents", None) or ()) or 1
-        self.agent_ids = np.arange(n, dtype=np.int32) % agents
-        self._all_active: np.ndarray | None = None  # [T, E] True, for single-agent slots
-        self.trains = trains
+        self._all_weighted: np.ndarray | None = None  # [T, E] True, for unweighted slots
 
     def state(self) -> dict:
         """What continues this collector's episodes in another process: the envs themselves
-        (pickled by the caller, when they can be), the per-env episode bookkeeping and a
-        recurrent actor's states."""
-        state = {"envs": self.envs, "obs": self.obs, "ep_return": self.ep_return,
-                 "ep_length": self.ep_length, "episodes": self.episodes}
-        if isinstance(self.act, RecurrentActor):
-            state["core_state"] = self.act.state.numpy().copy()
-        return state
+        (pickled by the caller, when they can be), the per-env episode bookkeeping and the
+        actor's state."""
+        return {"envs": self.envs, "obs": self.obs, "ep_return": self.ep_return,
+                "ep_length": self.ep_length, "episodes": self.episodes, **self.act.state()}
 
     def restore(self, state: dict) -> None:
         """Continue from :meth:`state` (its envs replace, and close, the current ones)."""
@@ -163,8 +157,7 @@ class Collector:
         self.envs = state["envs"]
         for key in ("obs", "ep_return", "ep_length", "episodes"):
             getattr(self, key)[:] = state[key]
-        if isinstance(self.act, RecurrentActor) and "core_state" in state:
-            self.act.state = torch.from_numpy(state["core_state"])
+        self.act.restore(state)
 
     def fill(self, slot: dict[str, np.ndarray], slot_seq: int, policy_version: int) -> None:
         """Write ``len(slot['reward'])`` steps into ``slot`` (the slot numbered ``slot_seq``).
@@ -177,20 +170,17 @@ class Collector:
         clock = time.perf_counter_ns
         t_fill = clock()
         slot["obs"][0] = self.obs
-        if isinstance(self.act, RecurrentActor):
-            slot["core_state"][...] = self.act.state.numpy()
+        self.act.begin_slot(slot, slot_seq, policy_version)
         actions_into = getattr(self.act, "actions_into", None)
         rollout_into = getattr(self.envs, "rollout_into", None)
-        if actions_into is not None and rollout_into is not None and "active" not in slot:
+        if actions_into is not None and rollout_into is not None and not self.weighted:
             act_ns, env_ns = self._rollout(slot, actions_into, rollout_into)
         else:
             act_ns, env_ns = self._step_by_step(slot)
         self.obs[:] = slot["bootstrap_obs"]
         rollout_len = len(slot["reward"])
-        if "agent_id" in slot:
-            slot["agent_id"][...] = self.agent_ids
         bad = finish_slot(slot["reward"], slot["terminated"], slot["truncated"],
-                          self._active_rows(slot), self.ep_return,
+                          self._weights(slot), self.ep_return,
                           self.ep_length, self.episodes, self.env_ids, self.total_envs,
                           slot_seq * rollout_len, self.clip_rewards, slot["episode_return"],
                           slot["episode_length"], slot["episode_id"], slot["env_id"],
@@ -202,38 +192,32 @@ class Collector:
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
 
-    def _training_rows(self, live: np.ndarray | None) -> np.ndarray | bool:
-        """The rows whose next step trains: a multi-agent env's ``live`` agents (all rows
-        where it does not say), of those ``trains`` names (self-play's learner)."""
-        if self.trains is None:
-            return True if live is None else live
-        return self.trains if live is None else live & self.trains
-
-    def _active_rows(self, slot: dict[str, np.ndarray]) -> np.ndarray:
-        """The slot's ``active`` ``[T, E]``, or all True where it has none."""
-        if "active" in slot:
-            return slot["active"]
-        if self._all_active is None or self._all_active.shape != slot["reward"].shape:
-            self._all_active = np.ones(slot["reward"].shape, np.bool_)
-        return self._all_active
+    def _weights(self, slot: dict[str, np.ndarray]) -> np.ndarray:
+        """The slot's ``weight`` ``[T, E]``, or all 1 where it has none."""
+        if self.weighted:
+            return slot["weight"]
+        if self._all_weighted is None or self._all_weighted.shape != slot["reward"].shape:
+            self._all_weighted = np.ones(slot["reward"].shape, np.bool_)
+        return self._all_weighted
 
     def _step_by_step(self, slot: dict[str, np.ndarray]) -> tuple[int, int]:
         """One actor call and one env step per time step; returns their nanoseconds."""
         clock = time.perf_counter_ns
         act, heartbeat, step_into = self.act, self.heartbeat, step_into_of(self.envs)
-        recurrent = isinstance(act, RecurrentActor)
         s_obs, s_action, s_logp, s_value, s_reward, s_term, s_trunc, s_boot = (
             slot[k] for k in ("obs", "action", "log_prob", "value", "reward", "terminated",
                               "truncated", "bootstrap_obs"))
         steps = len(s_reward)
         kept = np.zeros(len(self.env_ids), np.int64)  # final observations kept, per env
         act_ns = env_ns = 0
-        s_active = slot.get("active")
-        says_live = getattr(self.envs, "active", None) is not None  # a multi-agent sim's
+        s_weight = slot["weight"] if self.weighted else None
+        live = live_rows_of(self.envs)
+        if s_weight is not None and live is None:
+            s_weight[...] = True  # (every row live: only the actor lowers a weight)
         for t in range(steps):
-            live_before = self.envs.active.copy() if says_live else None
-            if s_active is not None:
-                s_active[t] = self._training_rows(live_before)
+            weight = None if s_weight is None else s_weight[t]
+            if live is not None and weight is not None:
+                weight[...] = live()
             t0 = clock()
             action, log_prob, value = act(s_obs[t])
             t1 = clock()
@@ -244,30 +228,13 @@ class Collector:
             step_into(action, StepRows(s_obs[t + 1] if t + 1 < steps else s_boot, s_reward[t],
                                        s_term[t], s_trunc[t], self._final_step))
             t3 = clock()
-            if live_before is not None:
-                self._check_padding(live_before, s_term[t], s_trunc[t], t)
             if s_trunc[t].any():
                 self._keep_final_obs(slot, np.flatnonzero(s_trunc[t]), kept)
-            if recurrent:
-                act.episodes_ended(s_term[t] | s_trunc[t])
+            act.end_step(s_term[t], s_trunc[t], weight)
             act_ns += t1 - t0
             env_ns += t3 - t2
             heartbeat()
         return act_ns, env_ns
-
-    def _check_padding(self, live_before: np.ndarray, terminated: np.ndarray,
-                       truncated: np.ndarray, t: int) -> None:
-        """Hold a multi-agent simulator to the padding rules (fastrl.envs.multiagent): a
-        padding step ends no return (``terminated`` is set on it here), and a row whose agent
-        leaves ends its episode in that step; else an :class:`EnvContractError`."""
-        terminated |= ~live_before
-        left = live_before & ~self.envs.active & ~(terminated | truncated)
-        if left.any():
-            row = int(np.flatnonzero(left)[0])
-            raise EnvContractError(
-                f"env {int(self.env_ids[row])} (a row of a multi-agent simulator) went from "
-                f"active to inactive at step {t} of a slot without terminated or truncated: "
-                "an agent that leaves must end its episode in that step")
 
     def _keep_final_obs(self, slot: dict[str, np.ndarray], envs: np.ndarray,
                         kept: np.ndarray) -> None:

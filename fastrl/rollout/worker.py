@@ -26,7 +26,6 @@ from fastrl.core.process import (
     set_rng_state,
 )
 from fastrl.core.timing import StageTimer
-from fastrl.envs.multiagent import learning_rows
 from fastrl.envs.source import EnvContractError, EnvError, env_seeds
 from fastrl.memory.control import RunControl
 from fastrl.memory.ring import (
@@ -50,7 +49,8 @@ from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
 from fastrl.resume import load_parked, park_blob
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.selfplay import SelfPlayActor
+from fastrl.selfplay.actor import SelfPlayActor
+from fastrl.selfplay.seats import learning_rows
 
 EXIT_BROKEN_ENV = 3  # an EnvError (cannot be made, breaks its spaces): a restart cannot help
 # The ring counters a worker adds to (a restarted one continues from the last one's values).
@@ -177,17 +177,16 @@ class RolloutWorker:
         self.act = self.explore if cfg.algo.random_actions else \
             self.algorithm.make_actor(self.policy, plan.act_space, sampling_seed + 1,
                                       infra.worker_inference)
-        learning = None
         if pool is not None:  # self-play: the other seat acts with an opponent from the pool
-            learning = learning_rows(spec.worker_id * n // 2, n)
             opponent = plan.policy()
             self.act = SelfPlayActor(
                 self.act, opponent, self.algorithm.make_actor(
                     opponent, plan.act_space, sampling_seed + 2, infra.worker_inference),
-                learning, pool, cfg.selfplay, cfg.seed, spec.worker_id)
+                learning_rows(spec.worker_id * n // 2, n), pool, cfg.selfplay, cfg.seed,
+                spec.worker_id, self.should_stop)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
                                    self.beat, clip_rewards=cfg.env.clip_rewards,
-                                   trains=learning)
+                                   weighted=plan.layout.has("weight"))
         if state is not None:  # a parked state (load_parked) to continue from
             self.collector.restore(state["collector"])
             set_rng_state(state["rng"])
@@ -249,8 +248,6 @@ class RolloutWorker:
         infra = cfg.infra
         with self.timer.stage("sync_weights"):
             self._take_weights()
-            if isinstance(self.act, SelfPlayActor):
-                self.act.prepare(ring.write_seq, self.version, self.should_stop)
         if self.algorithm.data is DataMode.REPLAY:
             # Until the learner's first update its weights are noise: act at random.
             collector.act = self.explore if self.version == 0 else self.act

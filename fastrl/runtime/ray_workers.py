@@ -15,7 +15,7 @@ relay thread in the supervisor process.
   version number, with each worker's next call: a broadcast every node fetches once.
   PPO's rule (slot k waits for the weights of update k - max_policy_lag) is applied before a
   call is made, so a remote worker never waits. With self-play, the relay draws each slot's
-  opponent as the worker will (fastrl.rollout.selfplay.opponent_key) and sends that pool
+  opponent as the worker will (fastrl.selfplay.actor.opponent_key) and sends that pool
   snapshot along with the call, once per actor while it keeps it.
 - **Supervision.** Each actor has a process-like handle (:class:`ActorHandle`), so the
   supervisor restarts dead and hung actors, counts restarts and gives up exactly as it does
@@ -51,12 +51,12 @@ from fastrl.memory.ring import HEARTBEAT_NS, INCARNATION, READ_SEQ, VERSION_SEEN
 from fastrl.memory.wait import Stopped
 from fastrl.memory.weights import SharedWeights
 from fastrl.plan import RunPlan
-from fastrl.rollout.selfplay import opponent_key
 from fastrl.rollout.worker import EXIT_BROKEN_ENV, weights_needed
 from fastrl.runtime.base import RunState
 from fastrl.runtime.faults import ChildFailed
 from fastrl.runtime.local import LocalRuntime
 from fastrl.runtime.ray_actor import COUNTERS, RemoteWorker, WorkerCrash
+from fastrl.selfplay.actor import opponent_key
 from fastrl.telemetry.metrics import MetricsLogger
 
 PIPELINE = 2  # calls queued per actor: the next slot is filled while the last one travels

@@ -42,7 +42,7 @@ def run_serial(memory: RunMemory, run_dir: Path, worker_states: dict[int, str],
         try:
             learner = Learner(LearnerSpec(plan, [], "", "", str(run_dir), os.getpid(), resume),
                               events, memory.rings, memory.weights, control, timer,
-                              pool=memory.pool)
+                              hooks=plan.learner_hooks(memory.pool))
             for i, ring in enumerate(memory.rings):
                 workers.append(RolloutWorker(
                     WorkerSpec(plan, i, "", "", "", str(run_dir), os.getpid(),

@@ -60,7 +60,7 @@ def test_stale_final_observations_never_reach_the_network():
              "bootstrap_obs": torch.randint(10, 14, (N,))}
     ppo = PPO(policy, AlgoConfig(num_minibatches=2))
     after = torch.zeros(T, N)
-    value_after = ppo._value_after(batch)
+    value_after = ppo.units.value_after(batch)
     everywhere = ppo._final_values_everywhere(batch, after.clone(), value_after)
     # (equal up to rounding: a matmul over fewer rows may sum in another order)
     assert torch.allclose(everywhere, ppo._final_values_where_truncated(
@@ -175,7 +175,7 @@ def test_final_values_are_the_same_with_and_without_a_branch(core):
     batch = {"obs": torch.randn(T, N, 3), "final_obs": torch.randn(N, rows + 1, 3),
              "truncated": truncated, "terminated": terminated,
              "bootstrap_obs": torch.randn(N, 3), "core_state": torch.randn(N, 10)}
-    value_after = ppo._value_after(batch)
+    value_after = ppo.units.value_after(batch)
     after = torch.randn(T, N)
     picked = ppo._final_values_where_truncated(batch, after.clone(), value_after)
     t, n = truncated.nonzero(as_tuple=True)
@@ -217,7 +217,7 @@ def test_padding_steps_of_a_multi_agent_batch_change_nothing(name):
              "reward": torch.randn(T, N), "terminated": terminated,
              "truncated": torch.zeros(T, N, dtype=bool), "log_prob": torch.full((T, N), -1.1),
              "value": torch.randn(T, N), "final_obs": torch.zeros(N, 1, 3),
-             "bootstrap_obs": torch.randn(N, 3), "active": active}
+             "bootstrap_obs": torch.randn(N, 3), "weight": active}
     garbage = {k: v.clone() for k, v in batch.items()}
     pad = ~active
     garbage["obs"][pad] = torch.randn(int(pad.sum()), 3) * 10
@@ -240,5 +240,5 @@ def test_padding_steps_of_a_multi_agent_batch_change_nothing(name):
     assert all(torch.allclose(stats[k], padded_stats[k], atol=1e-5, equal_nan=True)
                for k in stats)
     torch.manual_seed(2)
-    counted, _ = trained({k: v for k, v in garbage.items() if k != "active"})
+    counted, _ = trained({k: v for k, v in garbage.items() if k != "weight"})
     assert not torch.allclose(clean, counted, atol=1e-3)

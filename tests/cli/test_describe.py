@@ -308,13 +308,13 @@ def test_a_multi_agent_run_shows_agents_times_envs_rows():
     report, plan = report_of([*TINY, "env.fn=scripted_envs:Relay", "infra.envs_per_worker=6"])
     assert report["env"]["agents"] == ["runner_0", "runner_1", "chaser_0"]
     assert report["env"]["agent_groups"] == ["runner", "chaser"]
-    assert {f.name for f in plan.layout.fields} >= {"active", "agent_id"}
+    assert "weight" in {f.name for f in plan.layout.fields}
     text = one_line(report)
     assert "2 envs x 3 agents = 6 rows each, 12 in total" in text
     assert "agents: runner_0, runner_1, chaser_0 (groups: runner, chaser)" in text
     assert "2 x 2 envs x 3 agents = 6 rows on CPU = 12 rows" in summary(report)
     single, plan = report_of(TINY)
-    assert single["env"]["agents"] is None and "active" not in plan.layout.offsets
+    assert single["env"]["agents"] is None and not plan.layout.has("weight")
     grouped, plan = report_of([*TINY, "env.fn=scripted_envs:Relay", "infra.envs_per_worker=6",
                                "algo.policy_per_group=true"])
     assert "(groups: runner, chaser), one row each, one network per group" in one_line(grouped)

@@ -83,14 +83,14 @@ def test_a_nan_statistic_is_averaged_over_the_updates_that_had_one():
 
 
 def test_a_multi_agent_batch_reports_each_agent_group_and_no_padding():
-    # [T=2, N=3] rows of one env of agents adversary_0, adversary_1, good_0: padding (not
-    # active) ends every step and counts for nothing
+    # [T=2, N=3] rows of one env of agents adversary_0, adversary_1, good_0 (run-wide rows
+    # 3..5: the second env): padding (weight 0) ends every step and counts for nothing
     term = np.array([[True, False, True], [True, True, True]])
     active = np.array([[True, True, False], [False, True, True]])
     ret = np.array([[1, 5, 99], [99, 7, 20]], np.float32)
     host = {"terminated": term, "truncated": np.zeros_like(term), "episode_return": ret,
-            "episode_length": np.ones((2, 3), np.int32), "active": active,
-            "agent_id": np.array([[0, 1, 2]] * 2, np.int32),
+            "episode_length": np.ones((2, 3), np.int32), "weight": active,
+            "env_id": np.array([[3, 4, 5]] * 2, np.int32),
             "policy_version": np.zeros((2, 3), np.int64)}
     w = ReportWindow(("adversary", "adversary", "good"))
     w.note_slots(host, version=0, steps_before=0)

@@ -22,10 +22,10 @@ from fastrl.memory.layout import trajectory_layout
 from fastrl.memory.ring import Ring, TornSlot
 
 T, E, SLOTS = 4, 3, 3
-# (a recurrent policy's on a multi-agent env: every DEVICE_FIELD, core_state and active
+# (a recurrent policy's on a multi-agent env: every DEVICE_FIELD, core_state and weight
 # included)
 LAYOUT = trajectory_layout(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(5), T, E,
-                           core_state_size=6, multi_agent=True)
+                           core_state_size=6, weighted=True)
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 

@@ -97,7 +97,7 @@ def test_a_slot_stores_the_state_mid_episode():
     policy = recurrent("lstm", COUNT, spaces.Discrete(2))
     coll, layout = collector(policy, rollout_len=4)
     fill(coll, layout, 0)
-    carried = coll.act.state.clone()
+    carried = coll.act.core.clone()
     slot = fill(coll, layout, 1)
     assert np.abs(slot["core_state"]).min() > 0  # carried over, not reset
     np.testing.assert_array_equal(slot["core_state"], carried.numpy())
@@ -123,9 +123,9 @@ def test_the_actor_zeroes_the_states_of_ended_episodes_only():
     torch.manual_seed(0)
     actor = RecurrentActor(recurrent("gru"))
     actor(np.ones((3, 3), np.float32))
-    assert actor.state.abs().min() > 0
+    assert actor.core.abs().min() > 0
     actor.episodes_ended(np.array([False, True, False]))
-    assert not actor.state[1].any() and actor.state[[0, 2]].abs().min() > 0
+    assert not actor.core[1].any() and actor.core[[0, 2]].abs().min() > 0
 
 
 def batch_of(policy: RecurrentActorCritic, T: int = 8, N: int = 4) -> dict[str, torch.Tensor]:

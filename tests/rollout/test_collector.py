@@ -21,7 +21,7 @@ from fastrl.envs.batched import copy_step
 from fastrl.envs.duel import BatchedDuel
 from fastrl.envs.source import CheckedBatchedEnv, EnvContractError, EnvGroup, EnvSource
 from fastrl.memory.layout import trajectory_layout
-from fastrl.models.actors import RandomActor, policy_actor
+from fastrl.models.actors import Actor, RandomActor, policy_actor
 from fastrl.models.policy import ActorCritic
 from fastrl.rollout.collector import Collector, check_rewards
 
@@ -137,9 +137,11 @@ def test_clipped_rewards_are_signs_and_returns_stay_the_env_s(clip):
     envs = ScriptedRewards()
     layout = trajectory_layout(envs.observation_space, envs.action_space, 8, 1)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
-    def act(obs):
-        return np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32)
-    Collector(envs, act, 0, 1, clip_rewards=clip).fill(slot, 0, 0)
+    class Zeros(Actor):
+        def __call__(self, obs):
+            return np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32)
+
+    Collector(envs, Zeros(), 0, 1, clip_rewards=clip).fill(slot, 0, 0)
     raw = [5, -3, 0, 2.5] * 2
     assert slot["reward"][:, 0].tolist() == (np.sign(raw).tolist() if clip else raw)
     assert slot["episode_return"][[3, 7], 0].tolist() == [4.5, 4.5]
@@ -251,21 +253,20 @@ def test_ids_steps_and_episode_totals_continue_across_slots():
 def test_a_multi_agent_slot_marks_padding_and_keeps_it_out_of_episodes():
     envs = EnvSource("relay", {"length": 4, "runner_steps": 2}, env_fn=Relay).make([0])
     layout = trajectory_layout(envs.observation_space, envs.action_space, 9, 3,
-                               multi_agent=True)
+                               weighted=True)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
     Collector(envs, RandomActor(envs.action_space, 3, 0), first_env_id=0,
-              total_envs=3).fill(slot, 0, 0)
-    runner_0, runner_1, chaser = slot["active"].T.tolist()
+              total_envs=3, weighted=True).fill(slot, 0, 0)
+    runner_0, runner_1, chaser = slot["weight"].T.tolist()
     assert runner_0 == [True] * 9
     assert runner_1 == [True, True, False, False, True, True, False, False, True]
     assert chaser == [False, True, True, True, False, True, True, True, False]
-    assert slot["agent_id"][0].tolist() == [0, 1, 2]
     # runner_1's episodes are 2 steps long: its padding steps add nothing to them
-    ended = (slot["terminated"] | slot["truncated"]) & slot["active"]
+    ended = (slot["terminated"] | slot["truncated"]) & slot["weight"]
     assert slot["episode_length"][:, 1][ended[:, 1]].tolist() == [2, 2]
     assert slot["episode_length"][:, 2][ended[:, 2]].tolist() == [3, 3]
-    assert (slot["reward"][~slot["active"]] == 0).all()
-    assert slot["terminated"][~slot["active"]].all()
+    assert (slot["reward"][~slot["weight"]] == 0).all()
+    assert slot["terminated"][~slot["weight"]].all()
 
 
 class LeavesSilently(BatchedDuel):
@@ -285,36 +286,38 @@ class LeavesSilently(BatchedDuel):
 
 def multi_agent_slot(envs, steps: int):
     layout = trajectory_layout(envs.observation_space, envs.action_space, steps,
-                               envs.num_envs, multi_agent=True)
+                               envs.num_envs, weighted=True)
     return layout.views(memoryview(bytearray(layout.nbytes)), 0)
 
 
-def test_a_multi_agent_simulator_is_held_to_the_padding_rules():
-    envs = LeavesSilently([0, 1])
+def test_a_user_s_multi_agent_simulator_is_held_to_the_padding_rules():
+    # (the env edge enforces them: a user's simulator comes wrapped in a CheckedBatchedEnv)
+    envs = CheckedBatchedEnv(LeavesSilently([0, 1]), "leaves", 2)
     slot = multi_agent_slot(envs, 4)
-    with pytest.raises(EnvContractError, match="env 1 .a row of a multi-agent simulator. "
-                                               "went from active to inactive at step 1"):
-        Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
+    with pytest.raises(EnvContractError, match="env 'leaves': row 1 of its batched simulator "
+                                               "went from active to inactive"):
+        Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, weighted=True).fill(
+            slot, 0, 0)
 
     class EndsThenPads(LeavesSilently):
         def step_into(self, actions, out):
             super().step_into(actions, out)
             out.terminated[1::2] |= self.t == 2  # the episode ends as the agent leaves
 
-    envs = EndsThenPads([0, 1])
+    envs = CheckedBatchedEnv(EndsThenPads([0, 1]), "ends", 2)
     slot = multi_agent_slot(envs, 4)
-    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
-    # the padding steps after it end no return: terminated set by the collector
-    assert slot["terminated"][2:, 1::2].all() and not slot["active"][2:, 1::2].any()
+    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, weighted=True).fill(slot, 0, 0)
+    # the padding steps after it end no return: terminated set at the env edge
+    assert slot["terminated"][2:, 1::2].all() and not slot["weight"][2:, 1::2].any()
 
 
-def test_a_multi_agent_slot_stepped_whole_marks_every_row_active():
+def test_a_weighted_slot_of_a_simulator_without_live_rows_weights_every_row():
     class TwoAgentCartPole(BatchedCartPole):  # (rollout_into: a whole slot in one call)
         agents = ("left", "right")
 
     envs = TwoAgentCartPole(list(range(4)))
     slot = multi_agent_slot(envs, 64)
-    slot["active"][...] = False  # stale bytes of an earlier slot
-    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
-    assert slot["active"].all()
+    slot["weight"][...] = False  # stale bytes of an earlier slot
+    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, weighted=True).fill(slot, 0, 0)
+    assert slot["weight"].all()
     assert (slot["episode_length"][slot["terminated"]] > 0).all()

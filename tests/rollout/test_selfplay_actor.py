@@ -1,6 +1,7 @@
-"""Self-play in a worker (fastrl.rollout.selfplay): the learner's seats alternate, each slot's
-opponent is drawn from the pool by the seed alone, the other seat acts with that snapshot,
-and only the learner's rows are marked to train."""
+"""Self-play in a worker (fastrl.selfplay.actor): the learner's seats alternate, each slot's
+opponent is drawn from the pool by the seed alone at the slot's start (the actor's
+begin_slot hook), the other seat acts with that snapshot, and only the learner's rows are
+weighted to train (its end_step hook)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import torch
 from torch import nn
 
 from fastrl.envs.duel import BatchedDuel
-from fastrl.envs.multiagent import SelfPlayConfig, learning_rows
 from fastrl.memory.layout import trajectory_layout
 from fastrl.memory.weights import SharedWeights
-from fastrl.models.actors import RandomActor
+from fastrl.models.actors import Actor, RandomActor
 from fastrl.rollout.collector import Collector
-from fastrl.rollout.selfplay import SelfPlayActor, opponent_key
+from fastrl.selfplay.actor import SelfPlayActor, opponent_key
+from fastrl.selfplay.config import SelfPlayConfig
+from fastrl.selfplay.seats import learning_rows
 
 
 def test_the_learner_sits_in_seat_g_mod_2_across_workers():
@@ -45,9 +47,15 @@ class Constant(nn.Module):
         super().__init__()
         self.action = nn.Parameter(torch.zeros(1))
 
-    def actor(self):
-        return lambda obs: (np.full(len(obs), int(self.action.item())), np.zeros(len(obs)),
-                            np.zeros(len(obs)))
+    def actor(self) -> Actor:
+        policy = self
+
+        class Acts(Actor):
+            def __call__(self, obs):
+                return (np.full(len(obs), int(policy.action.item())), np.zeros(len(obs)),
+                        np.zeros(len(obs)))
+
+        return Acts()
 
 
 def test_the_other_seat_acts_with_the_snapshot_the_slot_drew():
@@ -58,27 +66,34 @@ def test_the_other_seat_acts_with_the_snapshot_the_slot_drew():
     cfg = SelfPlayConfig(enabled=True, pool_size=4, snapshot_every=2, latest_prob=0.0)
     learning = learning_rows(0, 4)
     act = SelfPlayActor(learner.actor(), opponent, opponent.actor(), learning, pool, cfg,
-                        seed=1, worker=0)
+                        seed=1, worker=0, should_stop=lambda: False)
     for seq in range(6):
-        act.prepare(seq, version=4, should_stop=lambda: False)
+        act.begin_slot({}, seq, version=4)
         actions = act(np.zeros((4, 7), np.float32))[0]
         assert actions[learning].tolist() == [0, 0]
         assert actions[~learning].tolist() == [act.key + 1] * 2
     newest = SelfPlayActor(learner.actor(), opponent, opponent.actor(), learning, pool,
-                           SelfPlayConfig(enabled=True, latest_prob=1.0), seed=1, worker=0)
-    newest.prepare(0, version=4, should_stop=lambda: False)
+                           SelfPlayConfig(enabled=True, latest_prob=1.0), seed=1, worker=0,
+                           should_stop=lambda: False)
+    newest.begin_slot({}, 0, version=4)
     assert newest(np.zeros((4, 7), np.float32))[0].tolist() == [0] * 4
 
 
 def test_only_the_learner_s_rows_train_and_count_as_episodes():
     envs = BatchedDuel([0, 1], steps=8)
     layout = trajectory_layout(envs.observation_space, envs.action_space, 16, 4,
-                               multi_agent=True)
+                               weighted=True)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
+    slot["weight"][...] = False  # stale bytes of an earlier slot
     learning = learning_rows(0, 4)
-    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, trains=learning).fill(slot, 0, 0)
-    assert (slot["active"] == learning).all()
-    ended = (slot["terminated"] | slot["truncated"]) & slot["active"]
+    pool = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(1, 1))), 1, 1)
+    act = SelfPlayActor(RandomActor(envs.action_space, 4, 0), Constant(),
+                        RandomActor(envs.action_space, 4, 1), learning, pool,
+                        SelfPlayConfig(enabled=True, latest_prob=1.0), seed=1, worker=0,
+                        should_stop=lambda: False)
+    Collector(envs, act, 0, 4, weighted=True).fill(slot, 0, 0)
+    assert (slot["weight"] == learning).all()
+    ended = (slot["terminated"] | slot["truncated"]) & slot["weight"]
     assert ended.sum() == 4 and (ended.sum(0) == 2 * learning).all()
     # the other seat's returns are not even counted: its running totals stay at zero
     assert (slot["episode_length"][:, ~learning] == 0).all()
