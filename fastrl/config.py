@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from fastrl.algos.base import Algorithm, DataMode, ReplayConfig, changed_from_default
 from fastrl.algos.registry import ALGORITHMS, algorithm
+from fastrl.compat import algorithm_names, check_config_pairs
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
 from fastrl.envs.source import EnvConfig
@@ -342,26 +343,10 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
             if problem:
                 raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
     algo = cfg.algo.algorithm
-    if cfg.algo.random_actions and algo.trains:
-        raise ConfigError(f"config key 'algo.random_actions=true' needs "
-                          f"{_names(lambda a: not a.trains)} (nothing can learn from random "
-                          "actions)")
-    other = _other_than_the_built_in_actor_critic(cfg)
-    if cfg.algo.normalize_obs and other:
-        raise ConfigError("config key 'algo.normalize_obs=true' needs the built-in network "
-                          f"(algo.policy empty) of {other[0]}, not {other[1]}")
-    if cfg.algo.core != NO_CORE and other:
-        raise ConfigError(f"config key 'algo.core={cfg.algo.core}' is a part of the built-in "
-                          f"network (algo.policy empty) of {other[0]}, not of {other[1]}")
-    if cfg.algo.policy_per_group:
-        _check_policy_per_group(cfg)
+    check_config_pairs(cfg)  # (the features that do not combine: fastrl.compat)
     if cfg.algo.core == NO_CORE and changed_from_default(cfg.algo, ["core_size"]):
         raise ConfigError(f"config key 'algo.core_size={cfg.algo.core_size}' sizes a "
                           "recurrent core; algo.core=none has none: set algo.core=lstm or gru")
-    if cfg.algo.normalize_reward and not algo.data.on_policy:
-        raise ConfigError("config key 'algo.normalize_reward=true' scales the batches of "
-                          f"{_names(lambda a: a.data.on_policy and a.trains)}, not "
-                          f"algo.name={algo.name}'s")
     if cfg.env.fn and cfg.env.vector_fn:
         raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
                           f"{cfg.env.vector_fn}': give one env factory, not both")
@@ -375,51 +360,10 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                           "with env.fn / env.vector_fn the run's name for it)")
     if algo.data is DataMode.REPLAY:
         _check_replay_fits_the_run(cfg)
-    if cfg.selfplay.enabled:
-        _check_selfplay(cfg)
     if algo.check_config:
         algo.check_config(cfg)
     if refuse_ignored:
         _check_no_knob_is_ignored(cfg)
-
-
-def _other_than_the_built_in_actor_critic(cfg: MainConfig) -> tuple[str, str] | None:
-    """Where the run does not train the built-in actor-critic (a user policy, or another
-    policy family): ``(the algorithms that have it, what the config gives)``; else None."""
-    algo = cfg.algo.algorithm
-    if algo.policy.name == "actor-critic" and not cfg.algo.policy:
-        return None
-    given = f"algo.name={algo.name}" + (f" with algo.policy={cfg.algo.policy}"
-                                        if cfg.algo.policy else "")
-    return _names(lambda a: a.policy.name == "actor-critic"), given
-
-
-def _check_policy_per_group(cfg: MainConfig) -> None:
-    """One built-in feed-forward actor-critic per agent group, without observation
-    normalisation (whose statistics would mix the groups' leaves)."""
-    algo = cfg.algo
-    given = [f"algo.name={algo.name}"] if algo.algorithm.policy.name != "actor-critic" else []
-    given += [f"algo.policy={algo.policy}"] if algo.policy else []
-    given += [f"algo.core={algo.core}"] if algo.core != NO_CORE else []
-    given += ["algo.normalize_obs=true"] if algo.normalize_obs else []
-    if given:
-        which = _names(lambda a: a.policy.name == "actor-critic")
-        raise ConfigError("config key 'algo.policy_per_group=true' builds one feed-forward "
-                          f"built-in network per agent group, for {which} with algo.core=none,"
-                          " no algo.policy and no algo.normalize_obs; not with "
-                          + ", ".join(given))
-
-
-def _check_selfplay(cfg: MainConfig) -> None:
-    """Self-play trains on-policy, with a feed-forward policy."""
-    algo = cfg.algo.algorithm
-    if not (algo.trains and algo.data.on_policy):
-        raise ConfigError("config key 'selfplay.enabled=true' trains "
-                          f"{_names(lambda a: a.data.on_policy and a.trains)}, not "
-                          f"algo.name={algo.name}")
-    if cfg.algo.core != NO_CORE:
-        raise ConfigError(f"config key 'selfplay.enabled=true' takes a feed-forward policy; "
-                          f"algo.core={cfg.algo.core} is not supported with it yet")
 
 
 def _check_replay_fits_the_run(cfg: MainConfig) -> None:
@@ -454,8 +398,8 @@ def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
             if data is DataMode.REPLAY else ""
         raise ConfigError(
             f"config key 'infra.max_policy_lag={infra.max_policy_lag}' only applies to "
-            f"{_names(lambda a: a.data.on_policy)}: {algo.name} never drops slots for their "
-            f"lag{bound}; leave it unset")
+            f"{algorithm_names(lambda a: a.data.on_policy)}: {algo.name} never drops slots "
+            f"for their lag{bound}; leave it unset")
     defaults = MainConfig()
     for name, _, _ in _algo_sections():
         users = section_users(name)
@@ -465,7 +409,8 @@ def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
                               "leave it at its defaults")
     if not data.on_policy and infra.staging_depth != defaults.infra.staging_depth:
         raise ConfigError(f"config key 'infra.staging_depth={infra.staging_depth}' only "
-                          f"applies to {_names(lambda a: a.data.on_policy)}, not {algo.name}")
+                          f"applies to {algorithm_names(lambda a: a.data.on_policy)}, not "
+                          f"{algo.name}")
     if cfg.log.eval_on_checkpoint and not algo.algorithm.trains:
         raise ConfigError(f"config key 'log.eval_on_checkpoint=true' needs training: "
                           f"algo.name={algo.name} writes no checkpoints to evaluate")
@@ -478,13 +423,6 @@ def _check_no_knob_is_ignored(cfg: MainConfig) -> None:
     if not cfg.selfplay.enabled and cfg.selfplay != defaults.selfplay:
         raise ConfigError(f"config section 'selfplay' ({cfg.selfplay}) only applies with "
                           "selfplay.enabled=true; leave it at its defaults")
-
-
-def _names(which) -> str:
-    """``algo.name=ppo, appo or a2c``: the algorithms ``which(algorithm)`` holds for."""
-    names = [a.name for a in ALGORITHMS.values() if which(a)]
-    return "algo.name=" + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
-                           else names[0])
 
 
 def _sections(node: Any, prefix: str = "") -> Any:

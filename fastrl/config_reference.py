@@ -24,6 +24,7 @@ from dataclasses import MISSING, Field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from fastrl.compat import table_rows
 from fastrl.config import MainConfig
 
 #: The page this module writes: docs/config.md of the source tree fastrl is imported from.
@@ -174,7 +175,20 @@ def render(root: type = MainConfig) -> str:
             lines += _table(prefix, leaves)
         else:
             lines.append("Only sections, below.")
+    if root is MainConfig:
+        lines += _pairs_table()
     return "\n".join(lines) + "\n"
+
+
+def _pairs_table() -> list[str]:
+    """The features that do not combine (fastrl.compat's table), one row a pair."""
+    lines = ["", '<a id="config-pairs"></a>', "", "## Features that do not combine", "",
+             "A run that combines a feature with one it does not combine with stops before "
+             "anything starts, with one line that names both (fastrl/compat.py holds this "
+             "table; the pairs that depend on the env's agents are decided once the env is "
+             "made to read its spaces).", "",
+             "| feature | does not combine with |", "|---|---|"]
+    return lines + [f"| {_code(feature)} | {_cell(other)} |" for feature, other in table_rows()]
 
 
 def _anchor(prefix: str) -> str:

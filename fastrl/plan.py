@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from fastrl.algos.base import DataMode
+from fastrl.compat import check_env_pairs
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
 from fastrl.envs.multiagent import agent_group, agent_groups
@@ -28,7 +29,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
 from fastrl.models.grouped import has_groups
 from fastrl.models.masks import action_mask
-from fastrl.models.recurrent import NO_CORE, state_size
+from fastrl.models.recurrent import state_size
 from fastrl.selfplay.games import training_win_rates
 from fastrl.selfplay.pool import PoolPublisher, pool_banks
 
@@ -224,14 +225,7 @@ def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
     algorithm's policy family, :class:`~fastrl.models.base.PolicyContractError` if it does
     not fit), else the family's built-in network (fastrl.models.families)."""
     family = algo.algorithm.policy
-    if spec is not None:
-        if algo.core != NO_CORE:
-            raise ConfigError(f"config key 'algo.core={algo.core}' is a part of the built-in "
-                              "network; a user policy is trained as it is: leave it at none")
-        if algo.policy_per_group:
-            raise ConfigError("config key 'algo.policy_per_group=true' builds the built-in "
-                              "network per agent group; a user policy is trained as it is: "
-                              "leave it false")
+    if spec is not None:  # (what it does not combine with: fastrl.compat, at plan_run)
         return build_policy(spec, family, algo, obs_space, act_space)
     return family.build(obs_space, act_space, algo)
 
@@ -260,13 +254,15 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     obs_space, act_space = probe.observation_space, probe.action_space
     max_episode_steps = getattr(probe, "max_episode_steps", None)
     agents = tuple(getattr(probe, "agents", None) or ())
-    check_selfplay(cfg, env.env_id, agents)
     probe.close()
     infra = cfg.infra
-    check_rows(cfg, env.env_id, agents)
-    check_policy_per_group(cfg, env.env_id, agents, obs_space)
-    action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     policy = policy if policy is not None else (cfg.algo.policy or None)
+    check_env_pairs(cfg, env.env_id, agents, len(agent_groups(agents)), has_groups(obs_space),
+                    "" if policy is None else _policy_name(policy))
+    if cfg.selfplay.baseline:
+        load_factory(cfg.selfplay.baseline, "selfplay.baseline")
+    check_rows(cfg, env.env_id, agents)
+    action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     network = make_policy(cfg.algo, obs_space, act_space, policy)
     num_params = sum(p.numel() for p in network.parameters())
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
@@ -276,42 +272,17 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
                    agents)
 
 
-def check_selfplay(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:
-    """Self-play takes a game of exactly two agents, and a ``selfplay.baseline`` that
-    imports."""
-    sp = cfg.selfplay
-    if not sp.enabled:
-        return
-    if len(agents) != 2:
-        has = f"{len(agents)} agents ({', '.join(agents)})" if agents else "one agent"
-        raise ConfigError(f"config key 'selfplay.enabled=true' needs a two-player game; env "
-                          f"{env_id!r} has {has}")
-    if sp.baseline:
-        load_factory(sp.baseline, "selfplay.baseline")
-
-
-def check_policy_per_group(cfg: MainConfig, env_id: str, agents: tuple[str, ...],
-                           obs_space: gym.Space) -> None:
-    """``algo.policy_per_group`` takes an env of several agent groups whose rows tell them
-    (fastrl.envs.multiagent.GroupLayout)."""
-    groups = agent_groups(agents)
-    if cfg.algo.policy_per_group and (len(groups) < 2 or not has_groups(obs_space)):
-        has = f"one group of agents ({', '.join(agents)})" if len(groups) == 1 else \
-            "rows without agent groups" if agents else "one agent"
-        raise ConfigError(f"config key 'algo.policy_per_group=true' needs a PettingZoo env of "
-                          f"several agent groups (agent_0, adversary_0, ...); env "
-                          f"{env_id!r} has {has}")
+def _policy_name(policy: Any) -> str:
+    """A user policy as a refusal names it: its import string, else its class's name."""
+    if isinstance(policy, str):
+        return policy
+    cls = policy if isinstance(policy, type) else type(policy)
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:
     """A multi-agent env takes one slot row per agent: ``infra.envs_per_worker`` counts
-    rows, so it must be a multiple of the agents; and it trains on-policy, where padding
-    rows are masked out of the loss (a replay buffer would store them as transitions)."""
-    algo = cfg.algo.algorithm
-    if agents and algo.data is DataMode.REPLAY:
-        raise ConfigError(f"env {env_id!r} has {len(agents)} agents: multi-agent envs train "
-                          "with the on-policy algorithms (algo.name=a2c, appo or ppo), not "
-                          f"algo.name={algo.name}")
+    rows, so it must be a multiple of the agents."""
     rows = cfg.infra.envs_per_worker
     if agents and rows % len(agents):
         a = len(agents)

@@ -16,7 +16,7 @@ LAYERS = [
     ["fastrl.core", "fastrl.callbacks"],
     ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models", "fastrl.selfplay"],
     ["fastrl.algos"],
-    ["fastrl.config"],
+    ["fastrl.config", "fastrl.compat"],
     ["fastrl.plan", "fastrl.checkpoint", "fastrl.resume", "fastrl.eval.harness",
      "fastrl.eval.policy", "fastrl.eval.checkpoints", "fastrl.telemetry"],
     ["fastrl.rollout", "fastrl.learner"],

@@ -28,7 +28,7 @@ from fastrl.models.recurrent import (
     is_recurrent,
     state_size,
 )
-from fastrl.plan import make_policy
+from fastrl.plan import plan_run
 from fastrl.rollout.collector import Collector
 
 BOX = spaces.Box(-1, 1, (3,), np.float32)
@@ -187,9 +187,11 @@ def test_the_config_refuses_a_core_where_it_cannot_apply(overrides, words):
 
 
 def test_a_user_policy_brings_its_own_memory():
-    with pytest.raises(ConfigError, match="user policy"):
-        make_policy(AlgoConfig(core="lstm"), BOX, spaces.Discrete(2),
-                    torch.nn.Linear(3, 3))
+    # (a policy given to the Trainer, not named by algo.policy: refused at plan time)
+    with pytest.raises(ConfigError, match="'algo.core=lstm' is a part of the built-in "
+                                          "network .* not of algo.name=ppo with "
+                                          "algo.policy=torch.nn.modules.linear:Linear"):
+        plan_run(load_config(None, ["algo.core=lstm"]), policy=torch.nn.Linear(4, 3))
 
 
 def test_only_the_built_in_core_makes_a_policy_recurrent():
