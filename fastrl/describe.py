@@ -54,24 +54,26 @@ import json
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from gymnasium import spaces
 
 from fastrl.algos.base import DataMode
 from fastrl.config import MainConfig, load_config
+from fastrl.core.text import human_bytes, plural
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.atari import is_atari
 from fastrl.envs.envpool import envpool_task
-from fastrl.envs.multiagent import agent_groups
+from fastrl.envs.multiagent import agents_lines, describe_agents
 from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
-from fastrl.memory.records import ObsRecord, obs_record
-from fastrl.memory.weights import SharedWeights
-from fastrl.models.recurrent import NO_CORE
+from fastrl.memory.records import describe_record, record_lines
+from fastrl.models.recurrent import core_lines, describe_core
 from fastrl.plan import RunPlan, plan_run
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
+from fastrl.selfplay import describe as selfplay_describe
 
 WIDTH = 80  # of the boxes, borders included
 INNER = WIDTH - 4
@@ -79,6 +81,42 @@ STEM = 20  # column of the arrows between the boxes
 SIZE_SPACE = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB)\b")
 
 # --- the report as data --------------------------------------------------------------------
+
+Part = Callable[[RunPlan], "dict[str, Any] | None"]
+Lines = Callable[[dict[str, Any]], list[str]]
+
+#: Each cross-cutting feature's part of the report, made by functions of the feature's own
+#: module: ``(section, key, part, lines)``. ``part(plan)`` is its plain data (None where
+#: the run does not use it), put at ``report[section][key]``, or merged into the section
+#: where ``key`` is None; ``lines(data)`` are its lines in the rollout box. A new feature
+#: adds a row here (docs/architecture.md, "Adding a feature").
+FEATURE_PARTS: tuple[tuple[str, str | None, Part, Lines], ...] = (
+    ("env", None, describe_record, record_lines),
+    ("env", None, describe_agents, agents_lines),
+    ("weights", "selfplay", selfplay_describe.part, selfplay_describe.lines),
+    ("rollout", "core", describe_core, core_lines),
+)
+
+
+def _with_features(report: dict[str, Any], plan: RunPlan) -> dict[str, Any]:
+    """``report`` with every feature's part of :data:`FEATURE_PARTS` put in."""
+    for section, key, part, _ in FEATURE_PARTS:
+        data = part(plan)
+        if key is None:
+            report[section].update(data)
+        else:
+            report[section][key] = data
+    return report
+
+
+def _feature_lines(report: dict[str, Any]) -> list[str]:
+    """The rollout box's lines of every feature the run uses (:data:`FEATURE_PARTS`)."""
+    lines = []
+    for section, key, _, to_lines in FEATURE_PARTS:
+        data = report[section] if key is None else report[section][key]
+        if data is not None:
+            lines += to_lines(data)
+    return lines
 
 
 def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
@@ -89,32 +127,21 @@ def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
     """
     cfg = plan.cfg
     policy = _class_name(type(plan.policy()))
-    return {
+    return _with_features({
         "run": {"env_id": cfg.env.id, "algo": cfg.algo.name, "seed": cfg.seed,
                 "total_steps": cfg.algo.total_steps, "runtime": cfg.infra.runtime,
                 "processes": _processes(cfg), "ray_address": cfg.infra.ray_address},
         "env": _env_part(plan),
-        "rollout": {**_rollout_part(cfg, policy), "core": _core_part(plan)},
+        "rollout": _rollout_part(cfg, policy),
         "buffer": _buffer_part(plan),
         "learner": _learner_part(plan, policy),
         "weights": {"transport": f"{_memory(cfg)}-memory seqlock" + (
             ", broadcast to the actors through Ray's object store" if _ray(cfg) else ""),
-                    "num_params": plan.num_params, "bytes": plan.weights_bytes,
-                    "selfplay": _selfplay_part(plan)},
+                    "num_params": plan.num_params, "bytes": plan.weights_bytes},
         "logging": _logging_part(plan, run_dir or _new_run_dir(cfg)),
         "supervisor": _supervisor_part(cfg),
         "shared_memory": _shared_memory_part(plan),
-    }
-
-
-def _selfplay_part(plan: RunPlan) -> dict[str, Any] | None:
-    sp = plan.cfg.selfplay
-    if not sp.enabled:
-        return None
-    return {"pool_size": sp.pool_size, "snapshot_every": sp.snapshot_every,
-            "latest_prob": sp.latest_prob, "pool_banks": plan.pool_banks,
-            "pool_bytes": SharedWeights.nbytes(plan.num_params, plan.pool_banks),
-            "baseline": sp.baseline or None}
+    }, plan)
 
 
 def _serial(cfg: MainConfig) -> bool:
@@ -173,10 +200,7 @@ def _env_part(plan: RunPlan) -> dict[str, Any]:
         source, factory = "gymnasium.make", None
     return {"id": env.env_id, "source": source, "factory": factory, "kwargs": dict(env.kwargs),
             "observation_space": _space_text(plan.obs_space),
-            **_record_part(obs_record(plan.obs_space)),
-            "action_space": _space_text(plan.act_space), "agents": list(plan.agents) or None,
-            "agent_groups": list(agent_groups(plan.agents)) or None,
-            "policy_per_group": plan.cfg.algo.policy_per_group}
+            "action_space": _space_text(plan.act_space)}
 
 
 def _rows_text(envs_per_worker: int, agents: list[str] | None) -> str:
@@ -186,17 +210,6 @@ def _rows_text(envs_per_worker: int, agents: list[str] | None) -> str:
         return f"{envs_per_worker:,} envs"
     return (f"{envs_per_worker // len(agents):,} envs x {len(agents)} agents = "
             f"{envs_per_worker:,} rows")
-
-
-def _record_part(record: ObsRecord | None) -> dict[str, Any]:
-    """A Dict or Tuple observation's record (its leaves, its bytes) and the key of its
-    action mask; None each for other observations."""
-    if record is None:
-        return {"observation_leaves": None, "observation_bytes": None, "action_mask": None}
-    leaves = [{"name": leaf.name, "shape": list(leaf.shape), "dtype": str(leaf.dtype),
-               "bytes": leaf.nbytes, "offset": leaf.offset} for leaf in record.leaves]
-    return {"observation_leaves": leaves, "observation_bytes": record.nbytes,
-            "action_mask": record.mask.name if record.mask is not None else None}
 
 
 def _space_text(space: Any) -> str:
@@ -219,20 +232,6 @@ def _rollout_part(cfg: MainConfig, policy: str) -> dict[str, Any]:
             "total_envs": cfg.total_envs, "rollout_len": infra.rollout_len,
             "transitions_per_slot": infra.rollout_len * infra.envs_per_worker,
             "actions": _actions(cfg), "policy": policy}
-
-
-def _core_state_floats(plan: RunPlan) -> int:
-    """Floats of state per env a slot stores (its core_state field; 0 without one)."""
-    return next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
-
-
-def _core_part(plan: RunPlan) -> dict[str, Any] | None:
-    """The recurrent core of the built-in network (algo.core), None without one."""
-    algo = plan.cfg.algo
-    if algo.core == NO_CORE:
-        return None
-    return {"kind": algo.core, "size": algo.core_size,
-            "state_floats": _core_state_floats(plan)}
 
 
 def replay_nbytes(cfg: MainConfig, obs_space: Any, act_space: Any) -> int:
@@ -271,8 +270,9 @@ def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
     """How many final observations a slot keeps per env, and the ring bytes that saves
     against one per step."""
     infra = plan.cfg.infra
+    floats = next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
     dense = trajectory_layout(plan.obs_space, plan.act_space, infra.rollout_len,
-                              infra.envs_per_worker, core_state_size=_core_state_floats(plan))
+                              infra.envs_per_worker, core_state_size=floats)
     saved = (dense.nbytes - plan.layout.nbytes) * infra.ring_slots * infra.num_workers
     rows = next(f.shape[1] for f in plan.layout.fields if f.name == "final_obs")
     return {"rows_per_env": rows, "max_episode_steps": plan.max_episode_steps,
@@ -339,26 +339,9 @@ def _shared_memory_part(plan: RunPlan) -> dict[str, Any]:
 # --- the report as text --------------------------------------------------------------------
 
 
-def human_bytes(n: int) -> str:
-    """``n`` bytes in B, KiB, MiB, GiB or TiB (one decimal above bytes)."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"
-
-
-def _plural(n: int, word: str, many: str | None = None) -> str:
-    """``n`` and ``word``, or ``many`` (default ``word + 's'``) when ``n`` is not 1."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
-
-
 def _threads(n: int, each: str = "") -> str:
     """``n`` torch threads."""
-    return _plural(n, "torch thread") + each
+    return plural(n, "torch thread") + each
 
 
 def _process_list(processes: dict[str, int]) -> str:
@@ -366,7 +349,7 @@ def _process_list(processes: dict[str, int]) -> str:
     if processes["learner"]:
         roles.append("learner")
     if processes["workers"]:
-        roles.append(_plural(processes["workers"], "worker"))
+        roles.append(plural(processes["workers"], "worker"))
     if processes["checkpoint_eval"]:
         roles.append("checkpoint evaluator")
     return ", ".join(roles)
@@ -378,12 +361,12 @@ def _runtime_line(report: dict[str, Any]) -> str:
     if run["runtime"] == "serial":
         extra = " (+ the checkpoint evaluator)" if processes["checkpoint_eval"] else ""
         return f"runtime serial: everything runs in the calling process{extra}"
-    line = (f"runtime {run['runtime']}: {_plural(processes['total'], 'process', 'processes')} "
+    line = (f"runtime {run['runtime']}: {plural(processes['total'], 'process', 'processes')} "
             f"({_process_list(processes)})")
     if run["runtime"] == "ray":
         cluster = f"the Ray cluster at {run['ray_address']}" if run["ray_address"] else \
             "a local Ray started for the run"
-        line += f" + {_plural(processes['ray_actors'], 'worker actor')} on {cluster}"
+        line += f" + {plural(processes['ray_actors'], 'worker actor')} on {cluster}"
     return line
 
 
@@ -421,26 +404,20 @@ def _link(label: str) -> list[str]:
 def _rollout_lines(report: dict[str, Any]) -> list[str]:
     r, runtime = report["rollout"], report["run"]["runtime"]
     if runtime == "serial":
-        workers = f"{_plural(r['workers'], 'worker')} stepped in the calling process"
+        workers = f"{plural(r['workers'], 'worker')} stepped in the calling process"
     elif runtime == "ray":
-        workers = (f"{_plural(r['workers'], 'worker')} as Ray actors (one CPU each, spread "
+        workers = (f"{plural(r['workers'], 'worker')} as Ray actors (one CPU each, spread "
                    "over the cluster's nodes)")
     else:
-        workers = _plural(r["processes"], "worker process", "worker processes")
+        workers = plural(r["processes"], "worker process", "worker processes")
     return [
         f"{workers} on {r['device'].upper()}, {_threads(r['torch_threads'], ' each')}",
         f"{_rows_text(r['envs_per_worker'], report['env']['agents'])} each, "
         f"{r['total_envs']:,} in total: {_env_text(report['env'])}",
-        *_agent_lines(report["env"]),
-        *_selfplay_lines(report["weights"]["selfplay"]),
         f"observations {report['env']['observation_space']}, actions "
         f"{report['env']['action_space']}",
-        *_leaf_lines(report["env"]["observation_leaves"], report["env"]["observation_bytes"]),
-        *([f"action mask: the observations' {report['env']['action_mask']!r}; only legal "
-           "actions are taken, and the loss ranges over them"]
-          if report["env"]["action_mask"] else []),
         f"actions: {r['actions']}, {r['policy']} on a local copy of the weights",
-        *_core_lines(r["core"]),
+        *_feature_lines(report),
         f"{r['rollout_len']:,} steps per env per slot: {r['transitions_per_slot']:,} "
         "transitions a slot",
     ]
@@ -451,50 +428,11 @@ def run_agents(report: dict[str, Any]) -> list[str] | None:
     return report["env"]["agents"]
 
 
-def _agent_lines(env: dict[str, Any]) -> list[str]:
-    if not env["agents"]:
-        return []
-    policy = "one network per group" if env["policy_per_group"] else "sharing one policy"
-    return [f"agents: {', '.join(env['agents'])} (groups: {', '.join(env['agent_groups'])}), "
-            f"one row each, {policy}; a row whose agent is not in its env is "
-            "padding, kept out of the loss and the episode statistics until the env resets"]
-
-
-def _selfplay_lines(sp: dict[str, Any] | None) -> list[str]:
-    if sp is None:
-        return []
-    against = sp["baseline"] or "the env's own baseline"
-    return [f"self-play: env g's learner in seat g % 2, only its rows train; the other acts "
-            f"with the newest policy ({sp['latest_prob']:.0%} of slots) or a snapshot of the "
-            f"last {sp['pool_size']} (one every {sp['snapshot_every']} updates, "
-            f"{sp['pool_banks']} banks, {human_bytes(sp['pool_bytes'])} after the weights in "
-            f"shared memory); evaluations play {against}"]
-
-
-def _core_lines(core: dict[str, Any] | None) -> list[str]:
-    if core is None:
-        return []
-    article = "an" if core["kind"] == "lstm" else "a"
-    return [f"recurrent: {article} {core['kind'].upper()} core of {core['size']:,} units; "
-            f"each env's state ({core['state_floats']:,} floats) is kept by its worker, "
-            "zeroed where an episode starts and stored at each slot's first step; the "
-            "learner replays each env's sequence from it and minibatches whole sequences"]
-
-
-def _leaf_lines(leaves: list[dict[str, Any]] | None, size: int | None) -> list[str]:
-    if leaves is None:
-        return []
-    each = ", ".join(f"{x['name']} {x['dtype']}{tuple(x['shape'])} {human_bytes(x['bytes'])}"
-                     for x in leaves)
-    count = _plural(len(leaves), "leaf", "leaves")
-    return [f"stored as one {human_bytes(size)} record a step of {count}: {each}"]
-
-
 def _final_obs_line(f: dict[str, Any], rollout_len: int) -> str:
     if f["max_episode_steps"] is None:
         return (f"final observations: {rollout_len:,} per env a slot, one per step (the env "
                 "declares no max_episode_steps that bounds its truncations)")
-    return (f"final observations: {_plural(f['rows_per_env'], 'row')} per env a slot, as "
+    return (f"final observations: {plural(f['rows_per_env'], 'row')} per env a slot, as "
             f"episodes are truncated at {f['max_episode_steps']:,} steps, not one per step: "
             f"{human_bytes(f['rings_bytes_saved'])} less ring memory")
 
@@ -502,8 +440,8 @@ def _final_obs_line(f: dict[str, Any], rollout_len: int) -> str:
 def _buffer_lines(report: dict[str, Any]) -> list[str]:
     b = report["buffer"]
     lines = [
-        f"{_plural(b['rings'], 'SPSC ring')} (one per worker) in {b['memory']} memory",
-        f"{_plural(b['ring_slots'], 'slot')} of {human_bytes(b['slot_bytes'])} a ring: "
+        f"{plural(b['rings'], 'SPSC ring')} (one per worker) in {b['memory']} memory",
+        f"{plural(b['ring_slots'], 'slot')} of {human_bytes(b['slot_bytes'])} a ring: "
         f"{human_bytes(b['ring_bytes'])} a ring, {human_bytes(b['rings_bytes'])} in all",
         _final_obs_line(b["final_obs"], report["rollout"]["rollout_len"]),
     ]
@@ -525,7 +463,7 @@ def _buffer_lines(report: dict[str, Any]) -> list[str]:
 def _batch_text(b: dict[str, Any]) -> str:
     """What one on-policy batch is."""
     if b["mode"] == DataMode.ASYNC.value:
-        return (f"{_plural(b['batch_slots'], 'slot')} from whichever workers have them is one "
+        return (f"{plural(b['batch_slots'], 'slot')} from whichever workers have them is one "
                 f"batch of {b['batch_size']:,} transitions, V-trace-corrected, lag <= "
                 f"{b['max_policy_lag']}")
     return f"one slot per worker is one batch of {b['batch_size']:,} transitions"
@@ -534,7 +472,7 @@ def _batch_text(b: dict[str, Any]) -> str:
 def _learner_lines(report: dict[str, Any]) -> list[str]:
     lr, w = report["learner"], report["weights"]
     where = "learner in the calling process" if report["run"]["runtime"] == "serial" else \
-        _plural(lr["processes"], "learner process", "learner processes")
+        plural(lr["processes"], "learner process", "learner processes")
     lines = [f"{where} on {lr['device']}, {_threads(lr['torch_threads'])}: {lr['algo']}",
              f"network {lr['policy']}, {lr['num_params']:,} params"]
     if "num_minibatches" in lr:
@@ -558,7 +496,7 @@ def _logging_lines(report: dict[str, Any]) -> list[str]:
         stop = "" if ev["target_return"] is None else \
             f"; stops at mean return {ev['target_return']:g}"
         lines.append(f"evaluation every {ev['every_steps']:,} steps: {ev['seeds']} seeds x "
-                     f"{_plural(ev['episodes_per_seed'], 'episode')} from seed "
+                     f"{plural(ev['episodes_per_seed'], 'episode')} from seed "
                      f"{ev['first_seed']}, in the learner on {ev['device']}{stop}")
     lines.append("eval-on-checkpoint process: "
                  + ("on (python -m fastrl.eval harness)" if lg["eval_on_checkpoint"] else "off"))
@@ -572,13 +510,13 @@ def _supervisor_lines(report: dict[str, Any]) -> list[str]:
         return [head, "runs workers and learner in turn in this process; no worker restarts",
                 "no shared-memory segments: rings and weights are in process memory"]
     processes = report["run"]["processes"]
-    workers = _plural(processes["workers"], "worker") if processes["workers"] else \
-        _plural(processes["ray_actors"], "worker actor")
+    workers = plural(processes["workers"], "worker") if processes["workers"] else \
+        plural(processes["ray_actors"], "worker actor")
     return [head,
             f"spawns the learner and {workers}; restarts a worker silent "
             f"{s['worker_timeout_s']:g} s (at most {s['max_restarts']} in "
             f"{s['restart_window_s']:g} s)",
-            f"owns {_plural(shm['segments'], 'shared-memory segment')}, "
+            f"owns {plural(shm['segments'], 'shared-memory segment')}, "
             f"{human_bytes(shm['total_bytes'])} in all; unlinks them on every exit path"]
 
 
@@ -621,7 +559,7 @@ def summary(report: dict[str, Any]) -> str:
     else:
         data = "slots released unread (no training)"
     memory = "none (serial runtime)" if shm["segments"] == 0 else \
-        f"{_plural(shm['segments'], 'segment')}, {human_bytes(shm['total_bytes'])}"
+        f"{plural(shm['segments'], 'segment')}, {human_bytes(shm['total_bytes'])}"
     return "\n".join([
         f"fastrl: {run['env_id']} {run['algo']}, {_runtime_line(report)}",
         f"  workers: {r['workers']} x {_rows_text(r['envs_per_worker'], run_agents(report))} "

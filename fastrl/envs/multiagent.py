@@ -353,3 +353,21 @@ class ParallelEnvGroup(WritesRows):
         """Close every env."""
         for env in self.envs:
             env.close()
+
+
+def describe_agents(plan: Any) -> dict[str, Any]:
+    """A run's agents (fastrl.describe's part of ``env``, merged into it): ``agents`` and
+    ``agent_groups`` (null for one agent an env), ``policy_per_group``."""
+    return {"agents": list(plan.agents) or None,
+            "agent_groups": list(agent_groups(plan.agents)) or None,
+            "policy_per_group": plan.cfg.algo.policy_per_group}
+
+
+def agents_lines(env: dict[str, Any]) -> list[str]:
+    """Its line in the rollout box of ``python -m fastrl.describe`` (none for one agent)."""
+    if not env["agents"]:
+        return []
+    policy = "one network per group" if env["policy_per_group"] else "sharing one policy"
+    return [f"agents: {', '.join(env['agents'])} (groups: {', '.join(env['agent_groups'])}), "
+            f"one row each, {policy}; a row whose agent is not in its env is "
+            "padding, kept out of the loss and the episode statistics until the env resets"]

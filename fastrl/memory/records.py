@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from fastrl.core.text import human_bytes, plural
+
 LEAF_ALIGN = 8  # every leaf starts on a multiple of its widest possible item
 MASK_KEY = "action_mask"  # PettingZoo's key of the legal actions (docs/embedded.md)
 
@@ -202,3 +204,34 @@ def _short(value: Any) -> str:
 def obs_record(space: spaces.Space) -> ObsRecord | None:
     """The :class:`ObsRecord` of a structured space, None for any other."""
     return ObsRecord(space) if is_structured(space) else None
+
+
+def describe_record(plan: Any) -> dict[str, Any]:
+    """A Dict or Tuple observation's record (fastrl.describe's part of ``env``, merged into
+    it): ``observation_leaves`` (name, shape, dtype, bytes, offset each),
+    ``observation_bytes`` and ``action_mask`` (the mask leaf's name); null each for other
+    observations."""
+    record = obs_record(plan.obs_space)
+    if record is None:
+        return {"observation_leaves": None, "observation_bytes": None, "action_mask": None}
+    leaves = [{"name": leaf.name, "shape": list(leaf.shape), "dtype": str(leaf.dtype),
+               "bytes": leaf.nbytes, "offset": leaf.offset} for leaf in record.leaves]
+    return {"observation_leaves": leaves, "observation_bytes": record.nbytes,
+            "action_mask": record.mask.name if record.mask is not None else None}
+
+
+def record_lines(env: dict[str, Any]) -> list[str]:
+    """Its lines in the rollout box of ``python -m fastrl.describe`` (none for a plain
+    observation)."""
+    leaves = env["observation_leaves"]
+    if leaves is None:
+        return []
+    each = ", ".join(f"{x['name']} {x['dtype']}{tuple(x['shape'])} {human_bytes(x['bytes'])}"
+                     for x in leaves)
+    count = plural(len(leaves), "leaf", "leaves")
+    lines = [f"stored as one {human_bytes(env['observation_bytes'])} record a step of "
+             f"{count}: {each}"]
+    if env["action_mask"]:
+        lines.append(f"action mask: the observations' {env['action_mask']!r}; only legal "
+                     "actions are taken, and the loss ranges over them")
+    return lines

@@ -12,6 +12,8 @@ the slot's first step: the stored state is a constant.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from gymnasium import spaces
 from torch import nn
@@ -115,3 +117,23 @@ class RecurrentActorCritic(Heads):
         log_prob, entropy = self._log_prob_entropy(self._masked(self.actor(out), obs),
                                                    self._flat_action(action))
         return log_prob, entropy, self.critic(out).squeeze(-1)
+
+
+def describe_core(plan: Any) -> dict[str, Any] | None:
+    """The recurrent core of a run's built-in network (``algo.core``; fastrl.describe's
+    part ``rollout.core``): its kind, units and the floats of state a slot keeps per env;
+    None without one."""
+    algo = plan.cfg.algo
+    if algo.core == NO_CORE:
+        return None
+    floats = next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
+    return {"kind": algo.core, "size": algo.core_size, "state_floats": floats}
+
+
+def core_lines(core: dict[str, Any]) -> list[str]:
+    """Its line in the rollout box of ``python -m fastrl.describe``."""
+    article = "an" if core["kind"] == "lstm" else "a"
+    return [f"recurrent: {article} {core['kind'].upper()} core of {core['size']:,} units; "
+            f"each env's state ({core['state_floats']:,} floats) is kept by its worker, "
+            "zeroed where an episode starts and stored at each slot's first step; the "
+            "learner replays each env's sequence from it and minibatches whole sequences"]

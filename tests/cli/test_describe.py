@@ -331,3 +331,19 @@ def test_a_self_play_run_shows_its_pool_in_the_weights_segment():
     assert "self-play: env g's learner in seat g % 2" in one_line(report)
     assert "evaluations play the env's own baseline" in one_line(report)
     assert report_of(TINY)[0]["weights"]["selfplay"] is None
+
+
+def test_a_feature_s_part_comes_from_its_row_of_the_table(monkeypatch):
+    # A new feature adds one row (its module's part and lines), no function of describe's.
+    from fastrl import describe as module
+
+    row = ("learner", "widget", lambda plan: {"teeth": plan.cfg.seed},
+           lambda part: [f"widget with {part['teeth']} teeth"])
+    monkeypatch.setattr(module, "FEATURE_PARTS", (*module.FEATURE_PARTS, row))
+    report, _ = report_of([*TINY, "seed=7"])
+    assert report["learner"]["widget"] == {"teeth": 7}
+    assert "widget with 7 teeth" in one_line(report)
+    quiet = (*module.FEATURE_PARTS[:-1], (*row[:2], lambda plan: None, row[3]))
+    monkeypatch.setattr(module, "FEATURE_PARTS", quiet)
+    report, _ = report_of(TINY)
+    assert report["learner"]["widget"] is None and "widget" not in one_line(report)
