@@ -4,6 +4,7 @@ other without cycles, and only the algorithm plug-ins know algorithms by name.""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import fastrl
@@ -197,3 +198,40 @@ def test_every_algorithm_module_is_registered_under_its_name():
     for name, algorithm in ALGORITHMS.items():
         assert algorithm.name == name
         assert algorithm.trains == (algorithm.make_update is not None)
+
+
+#: The middle of the pipeline: a feature reaches it through the actor's hooks, the slot's
+#: weight, a LearnerHook or a feed protocol (docs/architecture.md, "Adding a feature").
+FEATURE_BLIND = ("fastrl.rollout.collector", "fastrl.learner.learner", "fastrl.learner.feeds")
+FEATURE_WORDS = re.compile(r"recurrent|selfplay|self-play|\bpool|agents|[\"']active[\"']",
+                           re.IGNORECASE)
+
+
+def _actor_isinstance(tree: ast.AST) -> list[int]:
+    """Lines of ``isinstance(x, <a name ending in Actor>)``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+            names = [n.id if isinstance(n, ast.Name) else getattr(n, "attr", "")
+                     for n in ast.walk(node.args[1])]
+            found += [node.lineno for name in names if name.endswith("Actor")]
+    return found
+
+
+def test_the_collector_and_the_learner_name_no_feature():
+    offenders = []
+    for module in FEATURE_BLIND:
+        text = MODULES[module].read_text()
+        offenders += [f"{module}:{i}: {line.strip()}" for i, line in
+                      enumerate(text.splitlines(), 1) if FEATURE_WORDS.search(line)]
+        offenders += [f"{module}:{i}: isinstance of an actor class"
+                      for i in _actor_isinstance(ast.parse(text))]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_feature_check_finds_a_branch():
+    tree = ast.parse("if isinstance(act, RecurrentActor):\n    pass\n"
+                     "ok = isinstance(e, DiskFull)\n")
+    assert _actor_isinstance(tree) == [1]
+    assert FEATURE_WORDS.search('if "active" not in slot:')
+    assert FEATURE_WORDS.search("self.pool = pool") and not FEATURE_WORDS.search("spool_up")
