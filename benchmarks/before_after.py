@@ -8,7 +8,10 @@ checkout in turn (the order flips every round, so a noisy machine slows both ali
 - the default solve, ``python -m fastrl.train configs/cartpole_ppo.yaml``: wall seconds
   and env steps until the target return;
 - ``python -m fastrl.bench --scenario train,train-appo --peers "" --workers 2``: PPO's and
-  APPO's end-to-end training throughput (steps/s, median of the bench's own repeats).
+  APPO's end-to-end training throughput (steps/s, median of the bench's own repeats);
+- ``python -m fastrl.bench --scenario collect-policy --env mpe2.simple_spread_v3 --peers ""
+  --workers 2 --envs-per-worker 24``: a multi-agent collect (PettingZoo's MPE, one row per
+  agent, padding weighted out), steps/s.
 
 Each side imports its own ``fastrl`` (PYTHONPATH) in this venv. Prints the medians of both
 sides and their ratios (after/before).
@@ -55,6 +58,18 @@ def throughput(source: Path, out: Path) -> dict[str, float]:
     return {f"{r['scenario']}_steps_per_s": r["steps_per_sec"] for r in doc["medians"]}
 
 
+def multi_agent_collect(source: Path, out: Path) -> dict[str, float]:
+    """Steps/s of a multi-agent collect (MPE simple_spread, 3 agents: 8 envs x 3 rows a
+    worker) with the fastrl in ``source``."""
+    subprocess.run([sys.executable, "-m", "fastrl.bench", "--scenario", "collect-policy",
+                    "--env", "mpe2.simple_spread_v3", "--envs-per-worker", "24", "--peers", "",
+                    "--workers", "2", "--no-plot", "--out", str(out)],
+                   check=True, cwd=source, env={**os.environ, "PYTHONPATH": str(source)},
+                   capture_output=True)
+    doc = json.loads((out / "bench.json").read_text())
+    return {"multi_agent_collect_steps_per_s": doc["medians"][0]["steps_per_sec"]}
+
+
 def main() -> None:
     """Set up the worktree, alternate the two sides, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,7 +89,8 @@ def main() -> None:
                     runs = tmp / f"{side}-{i}"
                     runs.mkdir()
                     found = {**solve(sides[side], runs),
-                             **throughput(sides[side], runs / "bench")}
+                             **throughput(sides[side], runs / "bench"),
+                             **multi_agent_collect(sides[side], runs / "bench-ma")}
                     for key, value in found.items():
                         seen[side].setdefault(key, []).append(value)
                     print(f"round {i} {side}: " + ", ".join(

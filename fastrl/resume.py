@@ -102,7 +102,7 @@ def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: An
                 f"{now} (algo.hidden_sizes must stay as it was)")
 
 
-#: the self-play settings that shape the pool a checkpoint holds (fastrl.rollout.selfplay)
+#: the self-play settings that shape the pool a checkpoint holds (fastrl.selfplay)
 POOL_SHAPE = ("enabled", "pool_size", "snapshot_every")
 
 

@@ -27,7 +27,7 @@ class RunMemory:
         self.rings: list[Ring] = []
         self.ring_names: list[str] = []
         self.weights: SharedWeights | None = None
-        self.pool: SharedWeights | None = None  # self-play's (fastrl.rollout.selfplay)
+        self.pool: SharedWeights | None = None  # self-play's (fastrl.selfplay)
         self.weights_name = ""
         self.control: RunControl | None = None
         self.control_name = ""

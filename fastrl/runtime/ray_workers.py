@@ -134,7 +134,7 @@ class RayWorkers:
                  stopping: Callable[[], bool], pool: SharedWeights | None = None) -> None:
         self.ray = ray = import_ray()
         self.plan, self.run_dir, self.rings, self.weights = plan, Path(run_dir), rings, weights
-        self.pool = pool  # self-play's snapshots (fastrl.rollout.selfplay)
+        self.pool = pool  # self-play's snapshots (fastrl.selfplay)
         self._snapshots: dict[int, tuple[int, Any]] = {}  # key -> (version, ref), the pool's
         self.control = control
         self.handles: dict[int, ActorHandle] = {}
