@@ -84,7 +84,7 @@ def main() -> None:
     before = {}
     if args.compare:
         before = dict(line.split(" ", 1) for line in args.compare.read_text().splitlines()
-                      if " " in line)
+                      if " " in line and not line.startswith("#"))
     differ = 0
     with tempfile.TemporaryDirectory(prefix="fastrl-digest-") as tmp:
         for name in args.only.split(","):

@@ -20,7 +20,7 @@ from fastrl.compat import check_env_pairs
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.contract import check_env
 from fastrl.envs.multiagent import agent_group, agent_groups
-from fastrl.envs.source import EnvSource, env_source, load_factory
+from fastrl.envs.source import EnvSource, env_source
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
@@ -30,6 +30,7 @@ from fastrl.models.base import build_policy
 from fastrl.models.grouped import has_groups
 from fastrl.models.masks import action_mask
 from fastrl.models.recurrent import state_size
+from fastrl.selfplay.checks import check_baseline
 from fastrl.selfplay.games import training_win_rates
 from fastrl.selfplay.pool import PoolPublisher, pool_banks
 
@@ -259,8 +260,7 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     policy = policy if policy is not None else (cfg.algo.policy or None)
     check_env_pairs(cfg, env.env_id, agents, len(agent_groups(agents)), has_groups(obs_space),
                     "" if policy is None else _policy_name(policy))
-    if cfg.selfplay.baseline:
-        load_factory(cfg.selfplay.baseline, "selfplay.baseline")
+    check_baseline(cfg.selfplay)
     check_rows(cfg, env.env_id, agents)
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     network = make_policy(cfg.algo, obs_space, act_space, policy)

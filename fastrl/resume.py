@@ -34,6 +34,7 @@ from fastrl.config import MainConfig, config_hash, to_yaml
 from fastrl.core.files import telling_disk_full
 from fastrl.memory.ring import INCARNATION, STEPS, WRITE_SEQ, Ring
 from fastrl.plan import RunPlan, slot_schedule
+from fastrl.selfplay.checks import pool_reshaped
 
 #: Modules whose classes parked states (worker-<i>.pkl) name, by their former path: a
 #: checkpoint written before they moved still resumes.
@@ -102,15 +103,11 @@ def check_resumable(ckpt: Checkpoint, env_id: str, obs_space: Any, act_space: An
                 f"{now} (algo.hidden_sizes must stay as it was)")
 
 
-#: the self-play settings that shape the pool a checkpoint holds (fastrl.selfplay)
-POOL_SHAPE = ("enabled", "pool_size", "snapshot_every")
-
-
 def check_selfplay_kept(ckpt: Checkpoint, before: Any, now: Any) -> None:
     """Refuse to resume ``ckpt`` with self-play turned on or off, or its pool reshaped: the
-    snapshots a worker may draw would be missing or in other banks."""
-    changed = [f"selfplay.{k}: {getattr(before, k)} -> {getattr(now, k)}" for k in POOL_SHAPE
-               if getattr(before, k) != getattr(now, k)]
+    snapshots a worker may draw would be missing or in other banks
+    (fastrl.selfplay.checks.pool_reshaped)."""
+    changed = pool_reshaped(before, now)
     if changed:
         raise CheckpointError(f"cannot resume from {ckpt.path}: its self-play pool does not "
                               f"fit the config ({'; '.join(changed)}); keep those settings "

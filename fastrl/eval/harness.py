@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from fastrl.config import LogConfig
+from fastrl.envs.batched import live_rows_of
 from fastrl.envs.source import EnvSource
 from fastrl.memory.wait import Stopped
 from fastrl.models.actors import RecurrentActor
@@ -149,9 +150,9 @@ def evaluate_episodes(
 
 
 def live_rows(envs: Any) -> np.ndarray:
-    """The rows whose agents are live now: a multi-agent env's ``active``, else all."""
-    active = getattr(envs, "active", None)
-    return np.ones(envs.num_envs, np.bool_) if active is None else active.copy()
+    """The rows whose agents are live now (fastrl.envs.batched.live_rows_of), else all."""
+    live = live_rows_of(envs)
+    return np.ones(envs.num_envs, np.bool_) if live is None else live().copy()
 
 
 def evaluate(

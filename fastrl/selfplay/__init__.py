@@ -11,5 +11,8 @@ feature uses (docs/architecture.md, "Adding a feature"):
 - :mod:`~fastrl.selfplay.pool`: the pool's size, and its publisher, the learner hook that
   snapshots the policy beside every publish and checkpoints the pool;
 - :mod:`~fastrl.selfplay.games`: win and draw rates, and the scripted baseline evaluations
-  play against.
+  play against;
+- :mod:`~fastrl.selfplay.checks`: a baseline that imports, a resumed pool that keeps its
+  shape (what it does not combine with is a row of fastrl.compat's table);
+- :mod:`~fastrl.selfplay.describe`: its part of ``python -m fastrl.describe``.
 """
