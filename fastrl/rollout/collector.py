@@ -143,6 +143,7 @@ class Collector:
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
         self._all_weighted: np.ndarray | None = None  # [T, E] True, for unweighted slots
+        self._live = live_rows_of(envs)  # (None: every row is live)
 
     def state(self) -> dict:
         """What continues this collector's episodes in another process: the envs themselves
@@ -155,6 +156,7 @@ class Collector:
         """Continue from :meth:`state` (its envs replace, and close, the current ones)."""
         self.envs.close()
         self.envs = state["envs"]
+        self._live = live_rows_of(self.envs)
         for key in ("obs", "ep_return", "ep_length", "episodes"):
             getattr(self, key)[:] = state[key]
         self.act.restore(state)
@@ -211,7 +213,7 @@ class Collector:
         kept = np.zeros(len(self.env_ids), np.int64)  # final observations kept, per env
         act_ns = env_ns = 0
         s_weight = slot["weight"] if self.weighted else None
-        live = live_rows_of(self.envs)
+        live = self._live
         if s_weight is not None and live is None:
             s_weight[...] = True  # (every row live: only the actor lowers a weight)
         for t in range(steps):
