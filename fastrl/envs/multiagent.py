@@ -7,8 +7,10 @@ Every (env, agent) pair is one row: ``k`` envs of the agents ``possible_agents``
 truncated) leaves its row inactive until the env resets, and an agent that joins
 mid-episode makes it active from its first observation on. An inactive row's steps are
 padding: the padding observation (:meth:`GroupLayout.padding`), its
-action ignored, reward 0, ``terminated`` set (so no return flows across them); the slot's
-``active`` field keeps them out of the loss and out of the episode statistics.
+action ignored, reward 0, ``terminated`` set (so no return flows across them). The env
+group's ``active`` says which rows are live; a worker weighs a step of a row that is not 0
+in the slot's ``weight`` (fastrl.envs.batched.live_rows_of), which keeps it out of the loss
+and out of the episode statistics.
 """
 
 from __future__ import annotations
