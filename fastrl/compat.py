@@ -7,8 +7,9 @@ recurrent core, a multi-agent env, self-play, one network per agent group, the o
 and reward normalisers, random actions and a user's policy (:class:`Features`).
 
 Most pairs are decided from the config alone (:func:`check_config_pairs`, called by
-fastrl.config.check_values); the pairs that depend on the env's agents are decided once the
-env has been made to read its spaces (:func:`check_env_pairs`, called by fastrl.plan).
+fastrl.config.check_values); the pairs that depend on the env's agents, or on a policy
+given to fastrl.Trainer besides the config, are decided once the env has been made to read
+its spaces (:func:`check_env_pairs`, called by fastrl.plan).
 docs/config.md renders the table (:func:`table_rows`). A new feature that cannot combine
 with another adds a row here, and nowhere else.
 """
@@ -43,9 +44,10 @@ def _trains_on_policy(a: Algorithm) -> bool:
 @dataclass(frozen=True)
 class Features:
     """What a run combines. ``user_policy`` is the user's policy as the config names it
-    (``algo.policy``; empty for the built-in network); ``env_id`` and ``agents`` (a
-    multi-agent env's possible agents, () for one agent) and ``groups_in_rows`` (its rows
-    tell agent groups apart) are known once the env is made (None before)."""
+    (``algo.policy``; empty for the built-in network); ``env_id``, ``agents`` (a
+    multi-agent env's possible agents, () for one agent; None before the env is made),
+    ``groups`` and ``groups_in_rows`` (its rows tell agent groups apart) are known once the
+    env is made, and so is ``trainer_policy`` (a policy given to fastrl.Trainer)."""
 
     algorithm: Algorithm
     core: str = NO_CORE
@@ -59,11 +61,13 @@ class Features:
     agents: tuple[str, ...] | None = None
     groups: int = 0
     groups_in_rows: bool = False
+    trainer_policy: bool = False
 
     @classmethod
     def of(cls, cfg: Any, **env: Any) -> Features:
         """The features of a run's config (fastrl.config.MainConfig), and of its env where
-        ``env`` gives them (``env_id``, ``agents``, ``groups``, ``groups_in_rows``)."""
+        ``env`` gives them (``env_id``, ``agents``, ``groups``, ``groups_in_rows``,
+        ``trainer_policy``)."""
         algo = cfg.algo
         return cls(algo.algorithm, algo.core, algo.policy, algo.normalize_obs,
                    algo.normalize_reward, algo.random_actions, algo.policy_per_group,
@@ -97,8 +101,7 @@ class Features:
 class Pair:
     """One row of the table: ``feature`` does not combine with ``other`` (both in words,
     for docs/config.md); ``refused(features)`` tells a run that combines them, and
-    ``message(features)`` is its one-line error. ``env``: decided once the env's agents are
-    known."""
+    ``message(features)`` is its one-line error. ``env``: decided once the env is made."""
 
     feature: str
     other: str
@@ -149,6 +152,16 @@ PAIRS = (
                    f"with the on-policy algorithms ({algorithm_names(_trains_on_policy)}), "
                    f"not algo.name={f.algorithm.name}",
          env=True),
+    Pair("algo.core=lstm|gru", "a policy given to fastrl.Trainer",
+         lambda f: f.trainer_policy and f.core != NO_CORE,
+         lambda f: f"config key 'algo.core={f.core}' is a part of the built-in network; a "
+                   "user policy is trained as it is: leave it at none",
+         env=True),
+    Pair("algo.policy_per_group=true", "a policy given to fastrl.Trainer",
+         lambda f: f.trainer_policy and f.policy_per_group,
+         lambda f: "config key 'algo.policy_per_group=true' builds the built-in network per "
+                   "agent group; a user policy is trained as it is: leave it false",
+         env=True),
     Pair("selfplay.enabled=true", "an env of other than two agents",
          lambda f: f.selfplay and len(f.agents) != 2,
          lambda f: "config key 'selfplay.enabled=true' needs a two-player game; env "
@@ -178,15 +191,12 @@ def check_config_pairs(cfg: Any) -> None:
 
 
 def check_env_pairs(cfg: Any, env_id: str, agents: tuple[str, ...], groups: int,
-                    groups_in_rows: bool, user_policy: str = "") -> None:
-    """Refuse the first pair of the table the run combines, now that its env's agents are
-    known; ``user_policy`` names a policy given besides the config (fastrl.Trainer's)."""
-    features = Features.of(cfg, env_id=env_id, agents=agents, groups=groups,
-                           groups_in_rows=groups_in_rows)
-    if user_policy and not features.user_policy:
-        features = Features(**{**features.__dict__, "user_policy": user_policy})
-    _check(features, env=False)  # (a policy given to the Trainer meets the config's rules)
-    _check(features, env=True)
+                    groups_in_rows: bool, trainer_policy: bool = False) -> None:
+    """Refuse the first pair of the table the run combines that the config alone could not
+    tell: its env's agents are known now, and ``trainer_policy`` says whether a policy was
+    given to fastrl.Trainer besides the config."""
+    _check(Features.of(cfg, env_id=env_id, agents=agents, groups=groups,
+                       groups_in_rows=groups_in_rows, trainer_policy=trainer_policy), env=True)
 
 
 def table_rows() -> list[tuple[str, str]]:

@@ -188,7 +188,8 @@ def _pairs_table() -> list[str]:
              "table; the pairs that depend on the env's agents are decided once the env is "
              "made to read its spaces).", "",
              "| feature | does not combine with |", "|---|---|"]
-    return lines + [f"| {_code(feature)} | {_cell(other)} |" for feature, other in table_rows()]
+    return lines + [f"| {_code(feature) if '=' in feature else _cell(feature)} | {_cell(other)} |"
+                    for feature, other in table_rows()]
 
 
 def _anchor(prefix: str) -> str:

@@ -18,6 +18,7 @@ from torch import nn
 from fastrl.algos.base import DataMode
 from fastrl.compat import check_env_pairs
 from fastrl.config import AlgoConfig, ConfigError, MainConfig
+from fastrl.envs.batched import weighs_rows
 from fastrl.envs.contract import check_env
 from fastrl.envs.multiagent import agent_group, agent_groups
 from fastrl.envs.source import EnvSource, env_source
@@ -255,29 +256,22 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     obs_space, act_space = probe.observation_space, probe.action_space
     max_episode_steps = getattr(probe, "max_episode_steps", None)
     agents = tuple(getattr(probe, "agents", None) or ())
+    weighted = weighs_rows(probe)
     probe.close()
     infra = cfg.infra
-    policy = policy if policy is not None else (cfg.algo.policy or None)
     check_env_pairs(cfg, env.env_id, agents, len(agent_groups(agents)), has_groups(obs_space),
-                    "" if policy is None else _policy_name(policy))
+                    trainer_policy=policy is not None)
+    policy = policy if policy is not None else (cfg.algo.policy or None)
     check_baseline(cfg.selfplay)
     check_rows(cfg, env.env_id, agents)
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     network = make_policy(cfg.algo, obs_space, act_space, policy)
     num_params = sum(p.numel() for p in network.parameters())
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
-                               max_episode_steps, state_size(network), bool(agents))
+                               max_episode_steps, state_size(network), weighted)
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
                    resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps,
                    agents)
-
-
-def _policy_name(policy: Any) -> str:
-    """A user policy as a refusal names it: its import string, else its class's name."""
-    if isinstance(policy, str):
-        return policy
-    cls = policy if isinstance(policy, type) else type(policy)
-    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:

@@ -60,6 +60,14 @@ def ring_shape(cfg: MainConfig, slot_bytes: int) -> dict:
     return shape
 
 
+def ring_changes(ckpt: Checkpoint, plan: RunPlan) -> list[str]:
+    """``key: saved -> now`` for what keeps a checkpoint's unread slots and parked worker
+    states from this run's rings (:func:`ring_shape`); empty when they fit."""
+    saved, now = ckpt.manifest["rings"], ring_shape(plan.cfg, plan.layout.nbytes)
+    return [f"{k}: {saved.get(k)} -> {now.get(k)}" for k in sorted(set(saved) | set(now))
+            if saved.get(k) != now.get(k)]
+
+
 def replay_shape(cfg: MainConfig) -> dict | None:
     """The settings that shape a run's replay buffer (None on-policy): a checkpoint's buffer
     can only be resumed into a run with the same ones."""

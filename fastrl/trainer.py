@@ -37,7 +37,7 @@ from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
-from fastrl.resume import check_resumable, check_selfplay_kept, replay_shape
+from fastrl.resume import check_resumable, check_selfplay_kept, replay_shape, ring_changes
 from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S
 from fastrl.runtime.supervisor import RunResult, Supervisor
 
@@ -231,6 +231,11 @@ class Trainer:
         notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "
                      f"{ckpt.global_step:,}; config changes: "
                      + ("; ".join(changes) if changes else "none"))
+        reshaped = ring_changes(ckpt, plan)
+        if reshaped:
+            notes.append("the checkpoint's unread slots and its workers' episodes do not fit "
+                         f"this run's rings ({'; '.join(reshaped)}): the workers start fresh "
+                         "episodes")
         if ckpt.global_step >= config.algo.total_steps:
             notes.append(f"the run already reached algo.total_steps={config.algo.total_steps:,}"
                          "; raise it to train further")

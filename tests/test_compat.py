@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import scripted_envs  # noqa: F401 - the scripted envs (Relay) for env.fn
+import torch
 from omegaconf import OmegaConf
 
 from fastrl import config_reference
@@ -15,6 +16,7 @@ from fastrl.plan import plan_run
 
 RELAY = ["env.fn=scripted_envs:Relay", "infra.envs_per_worker=6"]
 DUEL = ["env.id=fastrl/Duel-v0", "selfplay.enabled=true"]
+TRAINER_POLICY = "(a policy given to fastrl.Trainer)"
 # per row of PAIRS: overrides that combine its two features, and the words of its refusal
 COMBINED = [
     (["algo.name=none", "algo.random_actions=true", "algo.name=ppo"], "algo.random_actions"),
@@ -26,15 +28,22 @@ COMBINED = [
     ([*DUEL, "algo.name=dqn"], "'selfplay.enabled=true' trains algo.name="),
     ([*DUEL, "algo.core=gru"], "takes a feed-forward policy"),
     ([*RELAY, "algo.name=dqn"], "multi-agent envs train with the on-policy"),
+    (["algo.core=gru", TRAINER_POLICY], "'algo.core=gru' is a part of the built-in network; "
+                                        "a user policy is trained as it is"),
+    ([*RELAY, "algo.policy_per_group=true", TRAINER_POLICY],
+     "builds the built-in network per agent group; a user policy is trained as it is"),
     (["selfplay.enabled=true"], "needs a two-player game; env 'CartPole-v1' has one agent"),
     (["algo.policy_per_group=true"], "needs a PettingZoo env of several agent groups"),
 ]
 
 
 def refusal(overrides: list[str]) -> str | None:
-    """The one-line refusal of a run of ``overrides`` (config, then the env's pairs)."""
+    """The one-line refusal of a run of ``overrides`` (config, then the env's pairs), given
+    a policy of its own where they hold TRAINER_POLICY."""
+    policy = torch.nn.Linear(4, 2) if TRAINER_POLICY in overrides else None
     try:
-        plan_run(load_config(None, overrides))
+        plan_run(load_config(None, [o for o in overrides if o != TRAINER_POLICY]),
+                 policy=policy)
     except ConfigError as e:
         return str(e)
     return None
@@ -71,5 +80,6 @@ def test_the_config_reference_renders_the_table():
     page = config_reference.render()
     rows = page.split("## Features that do not combine")[1].splitlines()
     for feature, other in table_rows():
-        escaped = (x.replace("|", "\\|") for x in (feature, other))
-        assert "| `{}` | {} |".format(*escaped) in rows
+        feature, other = (x.replace("|", "\\|") for x in (feature, other))
+        cell = f"`{feature}`" if "=" in feature else feature
+        assert f"| {cell} | {other} |" in rows

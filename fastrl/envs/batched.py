@@ -154,6 +154,12 @@ def step_into_of(envs: BatchedEnv):
     return step_and_copy
 
 
+def weighs_rows(envs: BatchedEnv) -> bool:
+    """A slot of ``envs`` carries a ``weight`` per step and row: a multi-agent simulator's
+    (it declares ``agents``: rows may be padding, or act without training)."""
+    return bool(getattr(envs, "agents", None))
+
+
 def live_rows_of(envs: BatchedEnv) -> Callable[[], np.ndarray] | None:
     """For a multi-agent simulator that says which rows are live agents (its ``active``
     ``[n]``, fastrl.envs.multiagent), a function returning them now: the weight of the next

@@ -40,10 +40,6 @@ class SlotLayout:
             offset += -(-f.nbytes // ALIGN) * ALIGN
         self.nbytes = max(offset, ALIGN)
 
-    def has(self, name: str) -> bool:
-        """The slot holds a field ``name``."""
-        return name in self.offsets
-
     def views(self, buf: memoryview, base: int) -> dict[str, np.ndarray]:
         """Numpy views of every field of the slot that starts at byte ``base`` of ``buf``."""
         return {

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from fastrl.envs import BatchedEnv
-from fastrl.envs.batched import SlotRows, StepRows, live_rows_of, step_into_of
+from fastrl.envs.batched import SlotRows, StepRows, live_rows_of, step_into_of, weighs_rows
 from fastrl.envs.source import EnvContractError
 from fastrl.memory.layout import pack_final_obs
 from fastrl.models.actors import Actor
@@ -115,21 +115,21 @@ class Collector:
 
     What a feature adds per row or per slot reaches the collector through the actor's hooks
     (fastrl.models.actors.Actor: ``begin_slot``, ``end_step``, ``state`` / ``restore``)
-    and the slot's optional ``weight`` (``weighted``): each step's weight per row, 1 where
-    the env says its row is live (fastrl.envs.batched.live_rows_of; all rows where it says
-    nothing), lowered by the actor's ``end_step`` where it wants.
+    and, where the envs weigh their rows (fastrl.envs.batched.weighs_rows, as the slot
+    layout does), the slot's ``weight``: each step's weight per row, 1 where the env says
+    its row is live (fastrl.envs.batched.live_rows_of; all rows where it says nothing),
+    lowered by the actor's ``end_step`` where it wants.
     """
 
     def __init__(
         self, envs: BatchedEnv, act: Actor, first_env_id: int, total_envs: int,
         heartbeat: Callable[[], None] = lambda: None, clip_rewards: bool = False,
-        weighted: bool = False,
     ) -> None:
         self.envs = envs
         self.clip_rewards = clip_rewards
         self.act = act
         self.heartbeat = heartbeat
-        self.weighted = weighted
+        self.weighted = weighs_rows(envs)
         self.act_ns = self.env_ns = self.fill_ns = 0
         n = envs.num_envs
         self.total_envs = total_envs

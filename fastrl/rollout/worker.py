@@ -185,8 +185,7 @@ class RolloutWorker:
                 learning_rows(spec.worker_id * n // 2, n), pool, cfg.selfplay, cfg.seed,
                 spec.worker_id, self.should_stop)
         self.collector = Collector(envs, self.act, spec.worker_id * n, cfg.total_envs,
-                                   self.beat, clip_rewards=cfg.env.clip_rewards,
-                                   weighted=plan.layout.has("weight"))
+                                   self.beat, clip_rewards=cfg.env.clip_rewards)
         if state is not None:  # a parked state (load_parked) to continue from
             self.collector.restore(state["collector"])
             set_rng_state(state["rng"])

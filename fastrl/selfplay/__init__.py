@@ -4,7 +4,7 @@ the other acts with a frozen past policy from a pool in shared memory.
 The feature reaches the rest of fastrl through the small protocols every cross-cutting
 feature uses (docs/architecture.md, "Adding a feature"):
 
-- :mod:`~fastrl.selfplay.config`: its config section and its rules;
+- :mod:`~fastrl.selfplay.config`: its config section;
 - :mod:`~fastrl.selfplay.seats`: which rows of a game learn;
 - :mod:`~fastrl.selfplay.actor`: the worker's actor (hooks ``begin_slot``: draw and load the
   slot's opponent; ``end_step``: weight the opponent's rows 0, so they do not train);

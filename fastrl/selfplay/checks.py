@@ -11,8 +11,8 @@ POOL_SHAPE = ("enabled", "pool_size", "snapshot_every")
 
 
 def check_baseline(cfg: SelfPlayConfig) -> None:
-    """``selfplay.baseline`` imports (an EnvError naming it otherwise)."""
-    if cfg.baseline:
+    """With self-play, ``selfplay.baseline`` imports (an EnvError naming it otherwise)."""
+    if cfg.enabled and cfg.baseline:
         load_factory(cfg.baseline, "selfplay.baseline")
 
 

@@ -314,7 +314,7 @@ def test_a_multi_agent_run_shows_agents_times_envs_rows():
     assert "agents: runner_0, runner_1, chaser_0 (groups: runner, chaser)" in text
     assert "2 x 2 envs x 3 agents = 6 rows on CPU = 12 rows" in summary(report)
     single, plan = report_of(TINY)
-    assert single["env"]["agents"] is None and not plan.layout.has("weight")
+    assert single["env"]["agents"] is None and "weight" not in plan.layout.offsets
     grouped, plan = report_of([*TINY, "env.fn=scripted_envs:Relay", "infra.envs_per_worker=6",
                                "algo.policy_per_group=true"])
     assert "(groups: runner, chaser), one row each, one network per group" in one_line(grouped)

@@ -256,7 +256,7 @@ def test_a_multi_agent_slot_marks_padding_and_keeps_it_out_of_episodes():
                                weighted=True)
     slot = layout.views(memoryview(bytearray(layout.nbytes)), 0)
     Collector(envs, RandomActor(envs.action_space, 3, 0), first_env_id=0,
-              total_envs=3, weighted=True).fill(slot, 0, 0)
+              total_envs=3).fill(slot, 0, 0)
     runner_0, runner_1, chaser = slot["weight"].T.tolist()
     assert runner_0 == [True] * 9
     assert runner_1 == [True, True, False, False, True, True, False, False, True]
@@ -296,7 +296,7 @@ def test_a_user_s_multi_agent_simulator_is_held_to_the_padding_rules():
     slot = multi_agent_slot(envs, 4)
     with pytest.raises(EnvContractError, match="env 'leaves': row 1 of its batched simulator "
                                                "went from active to inactive"):
-        Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, weighted=True).fill(
+        Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(
             slot, 0, 0)
 
     class EndsThenPads(LeavesSilently):
@@ -306,7 +306,7 @@ def test_a_user_s_multi_agent_simulator_is_held_to_the_padding_rules():
 
     envs = CheckedBatchedEnv(EndsThenPads([0, 1]), "ends", 2)
     slot = multi_agent_slot(envs, 4)
-    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, weighted=True).fill(slot, 0, 0)
+    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
     # the padding steps after it end no return: terminated set at the env edge
     assert slot["terminated"][2:, 1::2].all() and not slot["weight"][2:, 1::2].any()
 
@@ -318,6 +318,6 @@ def test_a_weighted_slot_of_a_simulator_without_live_rows_weights_every_row():
     envs = TwoAgentCartPole(list(range(4)))
     slot = multi_agent_slot(envs, 64)
     slot["weight"][...] = False  # stale bytes of an earlier slot
-    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4, weighted=True).fill(slot, 0, 0)
+    Collector(envs, RandomActor(envs.action_space, 4, 0), 0, 4).fill(slot, 0, 0)
     assert slot["weight"].all()
     assert (slot["episode_length"][slot["terminated"]] > 0).all()

@@ -91,7 +91,7 @@ def test_only_the_learner_s_rows_train_and_count_as_episodes():
                         RandomActor(envs.action_space, 4, 1), learning, pool,
                         SelfPlayConfig(enabled=True, latest_prob=1.0), seed=1, worker=0,
                         should_stop=lambda: False)
-    Collector(envs, act, 0, 4, weighted=True).fill(slot, 0, 0)
+    Collector(envs, act, 0, 4).fill(slot, 0, 0)
     assert (slot["weight"] == learning).all()
     ended = (slot["terminated"] | slot["truncated"]) & slot["weight"]
     assert ended.sum() == 4 and (ended.sum(0) == 2 * learning).all()

@@ -113,5 +113,7 @@ def test_resume_refuses_a_different_env_or_network_and_skips_corrupt_checkpoints
     assert "learner.pt has 100 bytes" in ok.stderr and "falling back to" in ok.stderr
     assert "config changes: algo.total_steps: 1024 -> 1280; infra.check_slots: False -> " \
         "True" in ok.stderr
+    assert "unread slots and its workers' episodes do not fit this run's rings " \
+        "(check_slots: False -> True): the workers start fresh episodes" in ok.stderr
     assert last_json(ok.stdout)["global_step"] == 1280
     assert "algo.total_steps: 1024 -> 1280" in (run / "resume.log").read_text()
