@@ -233,7 +233,7 @@ class ParallelEnvGroup(WritesRows):
         self._index = {agent: a for a, agent in enumerate(self.agents)}
         self.num_envs = len(envs) * len(self.agents)
         self.max_episode_steps = None  # PettingZoo envs truncate as they like
-        self.baseline = getattr(envs[0], "baseline", None)  # self-play's scripted opponent
+        self.baseline = getattr(envs[0], "baseline", None)  # (the env's scripted player)
         self._store = ObsStore(env_id, self.observation_space)
         self._padding = np.zeros(self._store.shape, self._store.dtype)
         self._store.one(self._padding[None], 0, self.layout.padding(), "the padding")

@@ -264,7 +264,7 @@ class CheckedBatchedEnv:
         self._record = obs_record(self.observation_space)
         self._rows = own_rows(rows, self._obs_shape, self._obs_dtype)
         self.max_episode_steps = getattr(sim, "max_episode_steps", None)
-        self.baseline = getattr(sim, "baseline", None)  # self-play's scripted opponent
+        self.baseline = getattr(sim, "baseline", None)  # (the env's scripted player)
         if self.max_episode_steps is not None and not (
                 isinstance(self.max_episode_steps, int | np.integer)
                 and self.max_episode_steps > 0):
