@@ -270,11 +270,11 @@ def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
     """How many final observations a slot keeps per env, and the ring bytes that saves
     against one per step."""
     infra = plan.cfg.infra
-    floats = next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
+    core = plan.layout.shape_of("core_state")
     dense = trajectory_layout(plan.obs_space, plan.act_space, infra.rollout_len,
-                              infra.envs_per_worker, core_state_size=floats)
+                              infra.envs_per_worker, core_state_size=core[1] if core else 0)
     saved = (dense.nbytes - plan.layout.nbytes) * infra.ring_slots * infra.num_workers
-    rows = next(f.shape[1] for f in plan.layout.fields if f.name == "final_obs")
+    rows = plan.layout.shape_of("final_obs")[1]
     return {"rows_per_env": rows, "max_episode_steps": plan.max_episode_steps,
             "rings_bytes_saved": saved}
 

@@ -205,7 +205,7 @@ def restore_rings(ckpt: Checkpoint, rings: list[Ring], plan: RunPlan,
     """
     manifest = ckpt.manifest
     incarnations = manifest["worker_incarnations"]
-    same = manifest["rings"] == ring_shape(plan.cfg, plan.layout.nbytes)
+    same = not ring_changes(ckpt, plan)
     states = {}
     with np.load(ckpt.file("rings.npz"), allow_pickle=False) as saved:
         for i, ring in enumerate(rings):

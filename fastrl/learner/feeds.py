@@ -6,10 +6,11 @@ called on them, and under which key the weights that follow are published. The l
 loop is the same for every mode (fastrl.learner.learner): :meth:`Feed.poll` for the next
 batch (None: wait until :meth:`Feed.ready`), :meth:`TrainingFeed.train` on it where it
 carries data, :meth:`TrainingFeed.publish` the weights. :class:`Feed` is what every feed
-does, :class:`TrainingFeed` what the feeds of the algorithms that train add; what only one
-feed needs (a batch staged ahead, updates owed, files of its own) has its default in
-:class:`FeedDefaults`, which that feed alone overrides. A feed never calls the learner; it
-is handed the learner's weights version and env step where it needs them.
+does, :class:`TrainingFeed` what the feeds of the algorithms that train add; what not
+every feed needs (a batch staged ahead, updates owed, scalars or files of its own) has its
+default once in :class:`FeedDefaults`, and the feeds that need it override it. A feed never
+calls the learner; it is handed the learner's weights version and env step where it needs
+them.
 
 With deterministic asynchrony (``infra.deterministic``: fastrl.plan.SlotSchedule) the feeds
 take slots in their run-wide order only, so the same seed trains on the same data.
@@ -106,9 +107,9 @@ class TrainingFeed(Feed, Protocol):
 
 
 class FeedDefaults:
-    """The answers of a feed that one of the protocols' needs does not concern: nothing
-    staged ahead, no updates owed, no scalars, nothing to overlap, no files of its own.
-    Each feed overrides only what it needs."""
+    """The answers of a feed that a need of the protocols does not concern: nothing staged
+    ahead, no updates owed, no scalars, nothing to overlap, no files of its own. Each feed
+    overrides only what it needs."""
 
     def pending(self) -> bool:
         """Nothing is staged ahead."""

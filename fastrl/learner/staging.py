@@ -86,8 +86,7 @@ class Stager:
     def __init__(self, layout: SlotLayout) -> None:
         self.layout = layout
         self.fields = [f for f in layout.fields if f.name != "checksum"]
-        self.slot_steps = int(np.prod([f.shape for f in self.fields
-                                       if f.name == "reward"][0]))  # T * E
+        self.slot_steps = int(np.prod(layout.shape_of("reward")))  # T * E
 
     def stage(self, rings: list[Ring], verify: bool = False) -> StagedBatch:
         """The batch of one slot from each of ``rings``."""

@@ -40,6 +40,10 @@ class SlotLayout:
             offset += -(-f.nbytes // ALIGN) * ALIGN
         self.nbytes = max(offset, ALIGN)
 
+    def shape_of(self, name: str) -> tuple[int, ...] | None:
+        """The per-slot shape of field ``name``; None where the slot has no such field."""
+        return next((f.shape for f in self.fields if f.name == name), None)
+
     def views(self, buf: memoryview, base: int) -> dict[str, np.ndarray]:
         """Numpy views of every field of the slot that starts at byte ``base`` of ``buf``."""
         return {

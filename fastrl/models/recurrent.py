@@ -126,8 +126,8 @@ def describe_core(plan: Any) -> dict[str, Any] | None:
     algo = plan.cfg.algo
     if algo.core == NO_CORE:
         return None
-    floats = next((f.shape[1] for f in plan.layout.fields if f.name == "core_state"), 0)
-    return {"kind": algo.core, "size": algo.core_size, "state_floats": floats}
+    return {"kind": algo.core, "size": algo.core_size,
+            "state_floats": plan.layout.shape_of("core_state")[1]}
 
 
 def core_lines(core: dict[str, Any]) -> list[str]:
