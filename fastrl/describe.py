@@ -272,7 +272,8 @@ def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
     infra = plan.cfg.infra
     core = plan.layout.shape_of("core_state")
     dense = trajectory_layout(plan.obs_space, plan.act_space, infra.rollout_len,
-                              infra.envs_per_worker, core_state_size=core[1] if core else 0)
+                              infra.envs_per_worker, core_state_size=core[1] if core else 0,
+                              weighted=plan.layout.shape_of("weight") is not None)
     saved = (dense.nbytes - plan.layout.nbytes) * infra.ring_slots * infra.num_workers
     rows = plan.layout.shape_of("final_obs")[1]
     return {"rows_per_env": rows, "max_episode_steps": plan.max_episode_steps,

@@ -309,6 +309,8 @@ def test_a_multi_agent_run_shows_agents_times_envs_rows():
     assert report["env"]["agents"] == ["runner_0", "runner_1", "chaser_0"]
     assert report["env"]["agent_groups"] == ["runner", "chaser"]
     assert "weight" in {f.name for f in plan.layout.fields}
+    # (Relay declares no max_episode_steps: one final observation per step, nothing saved)
+    assert report["buffer"]["final_obs"]["rings_bytes_saved"] == 0
     text = one_line(report)
     assert "2 envs x 3 agents = 6 rows each, 12 in total" in text
     assert "agents: runner_0, runner_1, chaser_0 (groups: runner, chaser)" in text
