@@ -38,11 +38,24 @@ def child_context() -> BaseContext:
 
 def start_fork_server() -> int:
     """Start the fork server unless it is running; return its pid (the parent of every
-    child, see :func:`fastrl.core.process.become_child`)."""
+    child, see :func:`fastrl.core.process.become_child`).
+
+    Every spawn asks for the pid: once the server runs, this must not touch the stop
+    signals, since a Ctrl-C that comes while they are being set aside can be lost (see
+    :func:`_stop_signals_ignored`), and the run would never hear of it.
+    """
     child_context()
-    with _stop_signals_ignored(), _single_threaded_blas():
-        forkserver.ensure_running()
-    return forkserver._forkserver._forkserver_pid  # (no public accessor)
+    server = forkserver._forkserver  # (no public accessor)
+    if not _running(server._forkserver_pid):
+        with _stop_signals_ignored(), _single_threaded_blas():
+            forkserver.ensure_running()
+    return server._forkserver_pid
+
+
+def _running(pid: int | None) -> bool:
+    """Child ``pid`` has not exited (left unreaped: ``ensure_running`` reaps it)."""
+    return pid is not None and os.waitid(
+        os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
 
 
 @contextmanager
@@ -74,8 +87,11 @@ def _stop_signals_ignored() -> Iterator[None]:
     the server must outlive it, since the supervisor turns it into a graceful stop. An
     ignored disposition is what survives the server's exec (Python resets the signal mask
     of the processes it starts). The signals stay blocked meanwhile: one that comes now is
-    delivered to the caller's own handler afterwards. Handlers can only be changed from the
-    main thread; started from another, the server is not protected.
+    delivered to the caller's own handler afterwards, except one that comes in the
+    microseconds between blocking and ignoring, which setting SIG_IGN discards: hence once
+    per process, before the supervisor listens (:func:`start_fork_server`). Handlers can
+    only be changed from the main thread; started from another, the server is not
+    protected.
     """
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     main = threading.current_thread() is threading.main_thread()

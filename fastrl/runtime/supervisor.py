@@ -128,6 +128,10 @@ class Supervisor:
         t0 = time.monotonic()
         grace = KILL_WAIT_S  # a crashed run need not wait long
         failed = False
+        if not runtime.in_process:
+            # Before listening for a stop: starting the server sets the stop signals aside
+            # for a moment, and one that comes then would be lost (fastrl.core.forkserver).
+            children.parent_pid()
         with stop.handled():  # kept through the cleanup below
             try:
                 memory.create()

@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
 from helpers import ENDLESS, wait_training
 
+from fastrl.core import forkserver
 from fastrl.core.forkserver import PRELOAD, start_fork_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,6 +43,20 @@ def test_the_server_ignores_the_stop_signals_and_has_the_children_s_modules():
     # this process kept its own handlers and mask through the server's start
     assert {s: signal.getsignal(s) for s in handlers} == handlers
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGINT, signal.SIGTERM}
+
+
+def test_a_running_server_s_pid_is_had_without_setting_the_stop_signals_aside(monkeypatch):
+    # Every spawn asks for it: setting SIG_IGN discards a pending Ctrl-C, which the run
+    # would then never hear of (a run that went on after a Ctrl-C to its process group).
+    pid = start_fork_server()
+
+    def set_aside(*args):
+        raise AssertionError(f"the stop signals were touched: {args}")
+
+    monkeypatch.setattr(forkserver, "signal", SimpleNamespace(
+        signal=set_aside, pthread_sigmask=set_aside, SIG_IGN=signal.SIG_IGN,
+        SIG_BLOCK=signal.SIG_BLOCK, SIG_SETMASK=signal.SIG_SETMASK))
+    assert start_fork_server() == pid
 
 
 def test_importing_fastrl_does_not_import_torch():
