@@ -53,6 +53,15 @@ def _mujoco_ppo_net() -> dict[str, Any]:
                 net_arch=dict(pi=[256, 256], vf=[256, 256]))
 
 
+def _zoo_lstm_net() -> dict[str, Any]:
+    """The zoo's CartPoleNoVel-v1 RecurrentPPO network: an LSTM of 64 units for the actor
+    and one for the critic, then one ReLU layer of 64 each, no orthogonal init."""
+    from torch import nn
+
+    return dict(ortho_init=False, activation_fn=nn.ReLU, lstm_hidden_size=64,
+                enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64]))
+
+
 #: the bench's solve task -> its zoo entry (the zoo has v4 MuJoCo and NoFrameskip-v4 Atari
 #: entries; the bench runs the v5 ids with them)
 ZOO: dict[str, ZooEntry] = {
@@ -80,13 +89,13 @@ ZOO: dict[str, ZooEntry] = {
     # n_invalid_actions=60), gamma=0.4; the rest: SB3's PPO defaults), on its seeded twin
     "identity-masked-ppo": ZooEntry("MaskablePPO", "fastrl.envs.identity:MaskedIdentity-v0",
                                     1, 300_000, dict(gamma=0.4), package="sb3_contrib"),
-    # hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (MlpLstmPolicy's defaults: an LSTM of 256
-    # units, the critic's own, then 64x64 tanh MLPs)
+    # hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (with its policy_kwargs: MlpLstmPolicy's
+    # defaults would be an LSTM of 256 units, then 64x64 tanh MLPs)
     "cartpole-novel-lstm": ZooEntry("RecurrentPPO", "fastrl.envs.partial:CartPoleNoVel-v1", 8,
                                     100_000, dict(
         n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
         learning_rate=_linear(0.001), clip_range=_linear(0.2)), normalize=True,
-        package="sb3_contrib", policy="MlpLstmPolicy"),
+        net=_zoo_lstm_net, package="sb3_contrib", policy="MlpLstmPolicy"),
     # hyperparams/ppo.yml, atari (the ALE/ id with frameskip=1: AtariWrapper skips frames)
     "breakout-ppo": ZooEntry("PPO", "ALE/Breakout-v5", 8, 10_000_000, dict(
         n_steps=128, n_epochs=4, batch_size=256, learning_rate=_linear(2.5e-4),
