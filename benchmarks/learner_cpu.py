@@ -21,6 +21,15 @@ SB3's side is its ``train()`` with the RL Baselines3 Zoo's hyper-parameters of t
 samples trained per CPU-second of the process (a sample: one transition in one gradient
 step; PPO's batch times its epochs, SAC's batch size per step), so that a variant using
 two threads pays for both. Variants and SB3 run in alternating rounds; medians.
+
+**Not the same work.** Each side trains at its own settings: fastrl at its config's
+minibatch size, epochs and network, SB3 at the zoo's (Hopper PPO: minibatches of 256
+transitions and [64, 64] tanh networks against the zoo's 32 and [256, 256] ReLU; HalfCheetah
+SAC: batches of 128, q lr 1e-3, against SB3's 256 and 3e-4). A sample costs less in a
+larger minibatch and a smaller network, so the
+SB3 line is a reference for what each system's own settings cost per CPU-second, not a
+race of the two learners; the bench's equal-settings races (``--scenario solve``, docs/
+bench.md) are that.
 """
 
 from __future__ import annotations
@@ -183,7 +192,8 @@ def main() -> None:
                     failed[v] = f"{type(e).__name__}: {str(e).splitlines()[0][:90]}"
             runs["SB3"].append(time_sb3(name, args.seconds))
         base = statistics.median(runs["shipped"])
-        print(f"\n{name}: samples trained per CPU-second (medians of {args.rounds} rounds)")
+        print(f"\n{name}: samples trained per CPU-second (medians of {args.rounds} rounds; "
+              "each system at its own minibatch size, epochs and network: not the same work)")
         for v, xs in runs.items():
             m = statistics.median(xs)
             if v in failed:

@@ -32,10 +32,14 @@ SMALL = [*DUEL, *QUICK, "infra.num_workers=2", "algo.total_steps=4096", "seed=3"
 
 
 @pytest.mark.timeout(240)
-def test_self_play_on_the_serial_runtime(tmp_path):
-    proc = train_main([*SMALL, "infra.runtime=serial"], tmp_path)
+def test_self_play_on_the_serial_runtime_learns_to_beat_the_baseline(tmp_path):
+    # A fresh policy wins none of its games against the scripted baseline (0.0 in 100, as
+    # after SMALL's 4096 steps); after 65,536 steps seeds 1-4 won 0.89-0.94 of them.
+    proc = train_main([*DUEL, "infra.runtime=serial", "infra.num_workers=2",
+                       "infra.envs_per_worker=32", "algo.total_steps=65536",
+                       "log.eval_episodes=100"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert 0 <= last_json(proc.stdout)["eval"]["win_rate"] <= 1
+    assert last_json(proc.stdout)["eval"]["win_rate"] >= 0.6
 
 
 @pytest.mark.timeout(300)

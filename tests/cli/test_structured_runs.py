@@ -41,12 +41,14 @@ def test_masked_dict_observations_train_without_an_illegal_action(run, tmp_path,
     # (a2c takes one step a batch: no epochs or minibatches to set)
     args = [a for a in PICK if not run.startswith("a2c")
             or not a.startswith(("algo.num_minibatches", "algo.update_epochs"))]
-    proc = train_main([*args, *RUNS[run]], tmp_path)
+    proc = train_main([*args, *RUNS[run], "log.eval_episodes=20"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = last_json(proc.stdout)
     assert result["global_step"] >= 4096
-    # 10-step episodes, 1 reward a step at most: learning shows within these few steps
-    assert result["eval"]["return_mean"] > 2.0, result["eval"]
+    # 10-step episodes, 1 reward a step at most. Uniformly random legal play scores 3.97
+    # (the target among 1 + Binomial(5, 0.4) legal actions), its mean of 20 episodes
+    # within 4 +- 0.35; after these 4096 steps the runs scored 6.2 (appo-lstm) to 10.
+    assert result["eval"]["return_mean"] >= 5.0, result["eval"]
 
 
 @pytest.mark.timeout(300)

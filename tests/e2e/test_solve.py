@@ -1,7 +1,7 @@
 """The solves and learning bars, end to end through the full multi-process pipeline (all
 slow: `-m "not slow"` leaves them out): the default config solves CartPole-v1 with PPO and
-with APPO (the same config, algo.name=appo) on three and two seeds, and on Ray; DQN (two
-seeds) and SAC reach their bars (issue 5) in their step budgets (seeds trimmed to keep the
+with APPO (the same config, algo.name=appo) on three and two seeds, and on Ray; DQN and
+SAC (one seed each) reach their bars (issue 5) in their step budgets (seeds trimmed to keep the
 suite within its 15 minutes as tests were added); the same config learns in the serial and local
 runtimes."""
 
