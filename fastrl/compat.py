@@ -3,8 +3,9 @@
 Each :class:`Pair` names a feature, what it cannot be combined with, and the one-line
 :class:`~fastrl.core.errors.ConfigError` a run that combines them gets. The features are
 those that cut across the pipeline: the algorithm (its data mode and policy family), a
-recurrent core, a multi-agent env, self-play, one network per agent group, the observation
-and reward normalisers, random actions and a user's policy (:class:`Features`).
+recurrent core, the built-in actor-critic's own settings, a multi-agent env, self-play, one
+network per agent group, the observation and reward normalisers, random actions and a user's
+policy (:class:`Features`).
 
 Most pairs are decided from the config alone (:func:`check_config_pairs`, called by
 fastrl.config.check_values); the pairs that depend on the env's agents, or on a policy
@@ -20,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastrl.algos.base import Algorithm, DataMode
+from fastrl.algos.base import Algorithm, DataMode, changed_from_default
 from fastrl.algos.registry import ALGORITHMS
 from fastrl.core.errors import ConfigError
+from fastrl.models.families import ACTOR_CRITIC_KEYS
 from fastrl.models.recurrent import NO_CORE
 
 
@@ -44,10 +46,11 @@ def _trains_on_policy(a: Algorithm) -> bool:
 @dataclass(frozen=True)
 class Features:
     """What a run combines. ``user_policy`` is the user's policy as the config names it
-    (``algo.policy``; empty for the built-in network); ``env_id``, ``agents`` (a
-    multi-agent env's possible agents, () for one agent; None before the env is made),
-    ``groups`` and ``groups_in_rows`` (its rows tell agent groups apart) are known once the
-    env is made, and so is ``trainer_policy`` (a policy given to fastrl.Trainer)."""
+    (``algo.policy``; empty for the built-in network); ``network``, the keys of
+    fastrl.models.families.ACTOR_CRITIC_KEYS set to other than their defaults; ``env_id``,
+    ``agents`` (a multi-agent env's possible agents, () for one agent; None before the env
+    is made), ``groups`` and ``groups_in_rows`` (its rows tell agent groups apart) are known
+    once the env is made, and so is ``trainer_policy`` (a policy given to fastrl.Trainer)."""
 
     algorithm: Algorithm
     core: str = NO_CORE
@@ -57,6 +60,7 @@ class Features:
     random_actions: bool = False
     policy_per_group: bool = False
     selfplay: bool = False
+    network: tuple[str, ...] = ()
     env_id: str = ""
     agents: tuple[str, ...] | None = None
     groups: int = 0
@@ -71,7 +75,8 @@ class Features:
         algo = cfg.algo
         return cls(algo.algorithm, algo.core, algo.policy, algo.normalize_obs,
                    algo.normalize_reward, algo.random_actions, algo.policy_per_group,
-                   cfg.selfplay.enabled, **env)
+                   cfg.selfplay.enabled, tuple(changed_from_default(algo, ACTOR_CRITIC_KEYS)),
+                   **env)
 
     def given(self) -> str:
         """The algorithm as the config gives it, with its user policy."""
@@ -95,6 +100,10 @@ class Features:
         """The env's agents, as a refusal words them."""
         agents = self.agents or ()
         return f"{len(agents)} agents ({', '.join(agents)})" if agents else "one agent"
+
+
+#: The built-in actor-critic's own settings, as the table words them.
+NETWORK_KEYS = "algo." + "|".join(ACTOR_CRITIC_KEYS)
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,12 @@ PAIRS = (
          lambda f: f"config key 'algo.core={f.core}' is a part of the built-in network "
                    f"(algo.policy empty) of {algorithm_names(_actor_critic)}, not of "
                    f"{f.given()}"),
+    Pair(f"{NETWORK_KEYS} changed",
+         "a user policy, or another network than the actor-critic",
+         lambda f: bool(f.network) and f.not_the_built_in_actor_critic(),
+         lambda f: f"config key 'algo.{f.network[0]}' sets the built-in network (algo.policy "
+                   f"empty) of {algorithm_names(_actor_critic)}, not {f.given()}: leave it "
+                   "at its default"),
     Pair("algo.policy_per_group=true",
          "another algorithm than the actor-critics', a user policy, algo.core, "
          "algo.normalize_obs",
@@ -156,6 +171,11 @@ PAIRS = (
          lambda f: f.trainer_policy and f.core != NO_CORE,
          lambda f: f"config key 'algo.core={f.core}' is a part of the built-in network; a "
                    "user policy is trained as it is: leave it at none",
+         env=True),
+    Pair(f"{NETWORK_KEYS} changed", "a policy given to fastrl.Trainer",
+         lambda f: f.trainer_policy and bool(f.network),
+         lambda f: f"config key 'algo.{f.network[0]}' sets the built-in network; a user "
+                   "policy is trained as it is: leave it at its default",
          env=True),
     Pair("algo.policy_per_group=true", "a policy given to fastrl.Trainer",
          lambda f: f.trainer_policy and f.policy_per_group,

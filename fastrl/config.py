@@ -23,6 +23,7 @@ from fastrl.core.errors import ConfigError
 from fastrl.core.settings import bound_problem, setting
 from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
+from fastrl.models.policy import HIDDEN_ACTIVATIONS
 from fastrl.models.recurrent import CORES, NO_CORE
 from fastrl.selfplay.config import SelfPlayConfig
 
@@ -48,6 +49,8 @@ class AlgoSettings:
     update_epochs: int = setting(4, "passes over each batch", gt=0)
     num_minibatches: int = setting(4, "minibatches per epoch (must divide the batch)", gt=0)
     clip_coef: float = setting(0.2, "PPO ratio clip", gt=0)
+    anneal_clip: bool = setting(False, "decay clip_coef linearly to 0 over total_steps, as "
+                                "anneal_lr does lr (SB3's linear clip_range)")
     clip_vloss: bool = setting(True, "clip the value loss like the policy ratio")
     ent_coef: float = setting(0.01, "entropy bonus coefficient", ge=0)
     vf_coef: float = setting(0.5, "value loss coefficient", ge=0)
@@ -60,6 +63,14 @@ class AlgoSettings:
     hidden_sizes: list[int] = setting([64, 64], "MLP hidden layer widths of every network, "
                                       "after its encoder ([]: the output layers on the "
                                       "encoder's features)")
+    activation: str = setting("tanh", "activation of the hidden layers of the actor-critic "
+                              "algorithms' built-in MLPs", choices=tuple(HIDDEN_ACTIVATIONS))
+    ortho_init: bool = setting(True, "orthogonal init of the actor-critic algorithms' built-in "
+                               "network (CleanRL's); false: torch's default init (SB3's "
+                               "ortho_init=False)")
+    log_std_init: float = setting(0.0, "initial log-std of the actor-critic algorithms' "
+                                  "built-in Gaussian policy for Box actions (SB3's "
+                                  "log_std_init)")
     encoder: str = setting("auto", "observation encoder of the built-in networks: flat "
                            "(flattened / one-hot), nature (the Nature-DQN CNN over uint8 "
                            "images), impala (IMPALA's residual CNN), auto (nature for uint8 "

@@ -22,6 +22,7 @@ COMBINED = [
     (["algo.name=none", "algo.random_actions=true", "algo.name=ppo"], "algo.random_actions"),
     (["algo.name=dqn", "algo.normalize_obs=true"], "needs the built-in network"),
     (["algo.name=sac", "env.id=Pendulum-v1", "algo.core=gru"], "is a part of the built-in"),
+    (["algo.name=dqn", "algo.activation=relu"], "'algo.activation' sets the built-in network"),
     (["algo.name=dqn", "algo.policy_per_group=true"], "builds one feed-forward built-in"),
     (["algo.name=sac", "env.id=Pendulum-v1", "algo.normalize_reward=true"],
      "scales the batches of"),
@@ -30,6 +31,8 @@ COMBINED = [
     ([*RELAY, "algo.name=dqn"], "multi-agent envs train with the on-policy"),
     (["algo.core=gru", TRAINER_POLICY], "'algo.core=gru' is a part of the built-in network; "
                                         "a user policy is trained as it is"),
+    (["algo.ortho_init=false", TRAINER_POLICY], "'algo.ortho_init' sets the built-in network; "
+                                                "a user policy is trained as it is"),
     ([*RELAY, "algo.policy_per_group=true", TRAINER_POLICY],
      "builds the built-in network per agent group; a user policy is trained as it is"),
     (["selfplay.enabled=true"], "needs a two-player game; env 'CartPole-v1' has one agent"),
@@ -72,6 +75,8 @@ def unchecked(overrides: list[str]) -> MainConfig:
 def test_each_feature_alone_passes():
     for overrides in (["algo.normalize_obs=true"], ["algo.core=gru"], DUEL, RELAY,
                       ["algo.name=sac", "env.id=Pendulum-v1"],
+                      ["env.id=Pendulum-v1", "algo.activation=relu", "algo.ortho_init=false",
+                       "algo.log_std_init=-1"],
                       [*RELAY, "algo.policy_per_group=true"]):
         assert refusal(overrides) is None, overrides
 

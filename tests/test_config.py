@@ -46,6 +46,7 @@ def test_every_field_is_typed_and_documented():
     ("algo.anneal_lr=maybe", ["algo.anneal_lr", "bool"]),
     ("algo.hidden_sizes=[64,0]", ["algo.hidden_sizes", "positive"]),
     ("algo.encoder=resnet", ["algo.encoder", "auto", "flat", "nature", "impala"]),
+    ("algo.activation=gelu", ["algo.activation=gelu", "one of tanh, relu"]),
     ("algo.name=sac algo.encoder=impala", ["algo.encoder=impala", "sac", "auto, flat"]),
     ("algo.name=dqn algo.normalize_obs=true", ["algo.normalize_obs=true", "ppo", "not "
                                                "algo.name=dqn"]),

@@ -15,16 +15,18 @@ from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
 
 #: PPO's keys that a2c has no use for: it takes one step on the whole batch, unclipped.
-UNUSED = ("update_epochs", "num_minibatches", "clip_coef", "clip_vloss", "target_kl")
+UNUSED = ("update_epochs", "num_minibatches", "clip_coef", "anneal_clip", "clip_vloss",
+          "target_kl")
 
 
 class A2C(PPO):
     """PPO's optimizer and advantages, with A2C's single unclipped step per batch."""
 
-    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
+    def update(self, batch: dict[str, torch.Tensor], lr: float,
+               step: int = 0) -> dict[str, torch.Tensor]:
         """One gradient step of ``-adv * log_prob + vf_coef * value loss - ent_coef *
-        entropy`` over the whole batch; returns the loss statistics as 0-d tensors on the
-        batch's device."""
+        entropy`` over the whole batch (unclipped: ``step`` changes nothing); returns the
+        loss statistics as 0-d tensors on the batch's device."""
         cfg = self.cfg
         set_lr(self.optimizer, lr)
         adv, returns = (x.flatten() for x in self.advantages(batch))

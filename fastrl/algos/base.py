@@ -71,9 +71,11 @@ class DataMode(enum.Enum):
 class OnPolicyUpdate(Protocol):
     """The update of a SYNC or ASYNC algorithm."""
 
-    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
-        """Train on one time-major batch of slots at learning rate ``lr``; return 0-d
-        statistics tensors (left on the device)."""
+    def update(self, batch: dict[str, torch.Tensor], lr: float,
+               step: int) -> dict[str, torch.Tensor]:
+        """Train on one time-major batch of slots at learning rate ``lr``, the run at env
+        step ``step`` (the schedules of :func:`annealed`); return 0-d statistics tensors
+        (left on the device)."""
 
     def state_dict(self) -> dict: ...  # noqa: D102 - what continues training (optimizers)
 
@@ -176,6 +178,12 @@ def changed_from_default(algo: Any, names: Iterable[str]) -> list[str]:
     other than their default (an algorithm refuses the keys it would ignore)."""
     defaults = {f.name: f.default for f in fields(algo)}
     return [name for name in names if getattr(algo, name) != defaults[name]]
+
+
+def annealed(value: float, anneal: bool, step: int, total_steps: int) -> float:
+    """``value`` at env step ``step`` of a run of ``total_steps``: with ``anneal``, decayed
+    linearly to 0 over the run (``algo.anneal_lr``, ``algo.anneal_clip``), else as it is."""
+    return value * (1 - step / total_steps) if anneal else value
 
 
 def set_lr(optimizer: Adam, lr: float) -> None:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from fastrl.algos.adam import Adam
-from fastrl.algos.base import Algorithm, DataMode, RunConfig, set_lr
+from fastrl.algos.base import Algorithm, DataMode, RunConfig, annealed, set_lr
 from fastrl.algos.units import ValueAfter, units_of
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
@@ -169,11 +169,19 @@ class PPO:
         )
         return adv, adv + values
 
-    def update(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
-        """Run ``update_epochs`` of minibatch PPO on ``batch``; returns the loss statistics
-        of the last epoch run (means over its minibatches) as 0-d tensors on the batch's
-        device: nothing here waits for a GPU, unless ``target_kl`` is set (stopping early
-        needs the KL on the host).
+    def clip_coef(self, step: int) -> float:
+        """The ratio's (and with ``clip_vloss`` the value's) clip at env step ``step``:
+        ``clip_coef``, annealed like the learning rate with ``anneal_clip``."""
+        cfg = self.cfg
+        return annealed(cfg.clip_coef, cfg.anneal_clip, step, cfg.total_steps)
+
+    def update(self, batch: dict[str, torch.Tensor], lr: float,
+               step: int = 0) -> dict[str, torch.Tensor]:
+        """Run ``update_epochs`` of minibatch PPO on ``batch``, clipped as at env step
+        ``step`` (:meth:`clip_coef`); returns the loss statistics of the last epoch run
+        (means over its minibatches) as 0-d tensors on the batch's device: nothing here
+        waits for a GPU, unless ``target_kl`` is set (stopping early needs the KL on the
+        host).
 
         At CartPole sizes a gradient step is bound by the number of small torch ops, not
         by arithmetic, so the loop does only what the step needs: statistics are measured
@@ -183,6 +191,7 @@ class PPO:
         """
         cfg = self.cfg
         set_lr(self.optimizer, lr)
+        clip = self.clip_coef(step)
         adv, returns = self.advantages(batch)
         data = self._split({**batch, "adv": adv, "returns": returns})
         n = len(data["log_prob"])  # units: transitions, or env sequences
@@ -206,16 +215,17 @@ class PPO:
                     mb_adv = normalized(mb_adv, w)
                 pg_loss = masked_mean(torch.max(
                     -mb_adv * ratio,
-                    -mb_adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
+                    -mb_adv * ratio.clamp(1 - clip, 1 + clip),
                 ), w)
-                v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb], w)
+                v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb], w,
+                                          clip)
                 loss = pg_loss + cfg.vf_coef * v_loss
                 if cfg.ent_coef:
                     loss = loss - cfg.ent_coef * masked_mean(entropy, w)
                 grad_norm = self.step(loss)
                 if measure:
                     measured.append(self._measure(pg_loss, v_loss, entropy, log_ratio.detach(),
-                                                  grad_norm, w))
+                                                  grad_norm, w, clip))
             if cfg.target_kl is not None and measured[-1][APPROX_KL] > cfg.target_kl:
                 break
         out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
@@ -239,12 +249,12 @@ class PPO:
         return self.units.split(batch, keys)
 
     def _value_loss(self, value: torch.Tensor, returns: torch.Tensor,
-                    old_values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
-        """Half the squared error to the returns, clipped around the old values when
-        ``clip_vloss``."""
+                    old_values: torch.Tensor, weight: torch.Tensor | None,
+                    clip: float) -> torch.Tensor:
+        """Half the squared error to the returns, clipped at ``clip`` around the old values
+        when ``clip_vloss``."""
         if not self.cfg.clip_vloss:
             return 0.5 * masked_mean((value - returns) ** 2, weight)
-        clip = self.cfg.clip_coef
         v_clipped = old_values + (value - old_values).clamp(-clip, clip)
         return 0.5 * masked_mean(torch.max((value - returns) ** 2, (v_clipped - returns) ** 2),
                                  weight)
@@ -252,11 +262,12 @@ class PPO:
     @torch.no_grad()
     def _measure(self, pg_loss: torch.Tensor, v_loss: torch.Tensor, entropy: torch.Tensor,
                  log_ratio: torch.Tensor, grad_norm: torch.Tensor,
-                 weight: torch.Tensor | None) -> torch.Tensor:
-        """One minibatch's statistics, in :data:`STAT_NAMES` order."""
+                 weight: torch.Tensor | None, clip: float) -> torch.Tensor:
+        """One minibatch's statistics, in :data:`STAT_NAMES` order (``clip_frac``: the
+        ratios beyond ``clip``)."""
         ratio = log_ratio.exp()
         approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
-        clip_frac = masked_mean(((ratio - 1).abs() > self.cfg.clip_coef).float(), weight)
+        clip_frac = masked_mean(((ratio - 1).abs() > clip).float(), weight)
         return torch.stack([pg_loss.detach(), v_loss.detach(), masked_mean(entropy, weight),
                             approx_kl, clip_frac, grad_norm])
 

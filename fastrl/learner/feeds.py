@@ -197,6 +197,7 @@ class OnPolicyFeed(FeedDefaults):
         self._occupancy = 0.0  # mean ring occupancy when the last batch was staged
         self._lr = cfg.algo.lr  # of the last update
         self._version = 0  # the learner's, as of the last poll
+        self._step = 0  # the learner's env step, as of the last poll (the update's schedules)
 
     def ready(self) -> bool:
         """Enough slots are published for a batch (the lag bound is applied at poll)."""
@@ -231,7 +232,7 @@ class OnPolicyFeed(FeedDefaults):
         """The batch staged ahead, else the next one staged now: its slots within the
         policy-lag bound (older ones are dropped and counted), CRC-checked when
         ``infra.check_slots``."""
-        self._version = version
+        self._version, self._step = version, step
         if self._ahead is not None:
             batch, self._ahead = self._ahead, None
             return batch
@@ -260,7 +261,7 @@ class OnPolicyFeed(FeedDefaults):
                                                                 data.get("weight")))
             if self.reward_scale:
                 data = {**data, "reward": data["reward"] * self._reward_factor(staged.host)}
-            stats = self.update.update(data, lr)
+            stats = self.update.update(data, lr, self._step)
             staged.done()
         return stats
 

@@ -23,7 +23,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from fastrl.algos.base import DataMode
+from fastrl.algos.base import DataMode, annealed
 from fastrl.checkpoint import save_checkpoint
 from fastrl.core.files import DiskFull
 from fastrl.core.process import (
@@ -235,7 +235,7 @@ class Learner:
         """``algo.lr``, annealed linearly to 0 over ``algo.total_steps`` with
         ``algo.anneal_lr`` (the replay algorithms keep their own rates)."""
         algo = self.cfg.algo
-        return algo.lr * (1 - self.global_step / algo.total_steps if algo.anneal_lr else 1)
+        return annealed(algo.lr, algo.anneal_lr, self.global_step, algo.total_steps)
 
     def _on_schedule(self) -> None:
         """The report, evaluation and periodic checkpoint that are due."""

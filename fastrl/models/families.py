@@ -30,16 +30,23 @@ from fastrl.models.qnet import QNetwork
 from fastrl.models.recurrent import NO_CORE, RecurrentActorCritic
 from fastrl.models.sac import SquashedGaussianActor
 
+#: The ``algo`` keys that only the built-in actor-critic reads, as keywords of its networks
+#: (fastrl.compat refuses them with any other network)
+ACTOR_CRITIC_KEYS = ("activation", "ortho_init", "log_std_init")
+
 
 def build_actor_critic(obs: gym.Space, act: gym.Space, algo: Any) -> nn.Module:
     """The built-in actor-critic of the ``algo`` config section: recurrent with a core, one
     per agent group with ``policy_per_group``."""
+    heads = {key: getattr(algo, key) for key in ACTOR_CRITIC_KEYS}
     if algo.policy_per_group:
-        return GroupedActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs)
+        return GroupedActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
+                                  **heads)
     if algo.core == NO_CORE:
-        return ActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs)
+        return ActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
+                           **heads)
     return RecurrentActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
-                                algo.core, algo.core_size)
+                                algo.core, algo.core_size, **heads)
 
 
 def _not_discrete(space: gym.Space) -> str | None:

@@ -10,6 +10,7 @@ group's network), in one module, one set of weights and one update.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from gymnasium import spaces
@@ -28,10 +29,11 @@ def has_groups(space: spaces.Space) -> bool:
 
 class GroupedActorCritic(nn.Module):
     """``act``, ``evaluate`` and ``value`` of :class:`~fastrl.models.policy.ActorCritic`,
-    each row through the network of its group (``nets[g]``), told by its ``group`` leaf."""
+    each row through the network of its group (``nets[g]``), told by its ``group`` leaf;
+    ``heads``: the networks' other keywords (``activation``, ``ortho_init``, ...)."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
-                 encoder: str = "auto", normalize_obs: bool = False) -> None:
+                 encoder: str = "auto", normalize_obs: bool = False, **heads: Any) -> None:
         super().__init__()
         if not has_groups(obs_space):
             raise ValueError(f"algo.policy_per_group needs the observations of a multi-agent "
@@ -39,7 +41,7 @@ class GroupedActorCritic(nn.Module):
         leaf = next(x for x in ObsRecord(obs_space).leaves if x.name == GROUP_KEY)
         self._group_bytes = slice(leaf.offset, leaf.offset + leaf.nbytes)
         self.nets = nn.ModuleList(
-            ActorCritic(obs_space, act_space, hidden, encoder, normalize_obs)
+            ActorCritic(obs_space, act_space, hidden, encoder, normalize_obs, **heads)
             for _ in range(int(obs_space[GROUP_KEY].n)))
 
     def groups(self, obs: torch.Tensor | dict) -> torch.Tensor:

@@ -13,6 +13,9 @@ from fastrl.models.encoders import make_encoder, orthogonal_init
 from fastrl.models.masks import ActionMask, action_mask, mask_logits
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+#: ``algo.activation``: the hidden layers' activation of the actor-critic's MLPs (both are
+#: computed by fastrl.models.numpy_actor too)
+HIDDEN_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 def sample_classes(log_p: torch.Tensor) -> torch.Tensor:
@@ -41,6 +44,14 @@ def mlp(n_in: int, hidden: list[int], n_out: int, out_std: float,
         n_in = h
     layers.append(_layer(n_in, n_out, out_std))
     return nn.Sequential(*layers)
+
+
+def _torch_default_init(module: nn.Module) -> None:
+    """Re-initialise every Linear and Conv2d layer of ``module`` as torch constructs them
+    (``algo.ortho_init=false``, SB3's ``ortho_init=False``)."""
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            layer.reset_parameters()
 
 
 class PolicyHead:
@@ -101,12 +112,18 @@ class PolicyHead:
 class Heads(PolicyHead, nn.Module):
     """The parts every built-in actor-critic has: the encoder, the action distribution and
     separate actor and critic MLPs reading ``head_inputs`` features (the encoder's when
-    None)."""
+    None), with ``activation`` (a key of :data:`HIDDEN_ACTIVATIONS`) after each hidden
+    layer. Layers are initialised orthogonally (CleanRL's gains), or as torch does without
+    ``ortho_init``; a Box action's ``log_std`` starts at ``log_std_init``."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
                  encoder: str = "auto", normalize_obs: bool = False,
-                 head_inputs: int | None = None):
+                 head_inputs: int | None = None, activation: str = "tanh",
+                 ortho_init: bool = True, log_std_init: float = 0.0):
         super().__init__()
+        if activation not in HIDDEN_ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; known: "
+                             f"{', '.join(HIDDEN_ACTIVATIONS)}")
         # one encoder feeds both heads: a CNN torso is most of the network's cost
         self._features = make_encoder(obs_space, encoder, normalize_obs)
         self._act_start = 0  # Discrete(n, start): the network's classes are 0..n-1
@@ -117,7 +134,7 @@ class Heads(PolicyHead, nn.Module):
         elif isinstance(act_space, spaces.Box):
             self.continuous = True
             n_out = int(np.prod(act_space.shape))
-            self.log_std = nn.Parameter(torch.zeros(n_out))
+            self.log_std = nn.Parameter(torch.full((n_out,), float(log_std_init)))
         else:
             raise UnsupportedActionSpace(
                 f"the PPO policy acts in Discrete or Box action spaces, not {act_space}"
@@ -125,8 +142,10 @@ class Heads(PolicyHead, nn.Module):
         self.act_shape = tuple(act_space.shape or ())
         self.legal_actions = action_mask(obs_space, act_space)
         n_in = self._features.size if head_inputs is None else head_inputs
-        self.actor = mlp(n_in, hidden, n_out, 0.01)
-        self.critic = mlp(n_in, hidden, 1, 1.0)
+        self.actor = mlp(n_in, hidden, n_out, 0.01, HIDDEN_ACTIVATIONS[activation])
+        self.critic = mlp(n_in, hidden, 1, 1.0, HIDDEN_ACTIVATIONS[activation])
+        if not ortho_init:
+            _torch_default_init(self)
 
 
 class ActorCritic(Heads):

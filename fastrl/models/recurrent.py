@@ -47,22 +47,24 @@ def episode_starts(terminated: torch.Tensor, truncated: torch.Tensor) -> torch.T
 class RecurrentActorCritic(Heads):
     """The actor-critic of fastrl.models.policy with an LSTM or GRU cell of ``core_size``
     units between the encoder and the actor and critic MLPs (which the actor and critic
-    share, as the encoder)."""
+    share, as the encoder). ``heads``: the keywords of :class:`Heads` (``activation``,
+    ``log_std_init``); without ``ortho_init`` the cell too keeps torch's init."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
                  encoder: str = "auto", normalize_obs: bool = False, core: str = "lstm",
-                 core_size: int = 128):
+                 core_size: int = 128, ortho_init: bool = True, **heads: Any):
         super().__init__(obs_space, act_space, hidden, encoder, normalize_obs,
-                         head_inputs=core_size)
+                         head_inputs=core_size, ortho_init=ortho_init, **heads)
         if core not in CORES[1:]:
             raise ValueError(f"unknown core {core!r}; known: {', '.join(CORES[1:])}")
         cell = nn.LSTMCell if core == "lstm" else nn.GRUCell
         self.core = cell(self._features.size, core_size)
-        for name, param in self.core.named_parameters():
-            if name.startswith("bias"):
-                nn.init.zeros_(param)
-            else:
-                nn.init.orthogonal_(param, 1.0)
+        if ortho_init:
+            for name, param in self.core.named_parameters():
+                if name.startswith("bias"):
+                    nn.init.zeros_(param)
+                else:
+                    nn.init.orthogonal_(param, 1.0)
         self.core_size = core_size
         self.state_size = 2 * core_size if core == "lstm" else core_size
 

@@ -1,10 +1,12 @@
 """PPO and APPO updates (fastrl.algos.ppo, fastrl.algos.appo): GAE against hand-computed
 values; stale final observations never reach the network in an update; update statistics
-stay on the device; the update's steps and statistics are a plainly written loop's."""
+stay on the device; the update's steps and statistics are a plainly written loop's, with the
+clip annealed over the run under algo.anneal_clip."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -136,9 +138,27 @@ def textbook_ppo(policy: ActorCritic, cfg: AlgoConfig, batch: dict, adv: torch.T
     dict(num_minibatches=2, target_kl=1e-9),  # stops after the first epoch
 ])
 def test_update_takes_the_textbook_steps_and_reports_the_last_epoch(overrides):
+    cfg = AlgoConfig(update_epochs=3, **overrides)
+    assert_update_is_textbook_ppo(cfg, step=0, textbook_cfg=cfg)
+
+
+def test_anneal_clip_decays_the_clip_linearly_over_the_run():
+    cfg = AlgoConfig(clip_coef=0.4, total_steps=1000, anneal_clip=True, update_epochs=3,
+                     num_minibatches=2)
+    ppo = PPO(ActorCritic(spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(3), [8]), cfg)
+    assert [ppo.clip_coef(s) for s in (0, 250, 500, 750, 1000)] == \
+        pytest.approx([0.4, 0.3, 0.2, 0.1, 0.0])
+    assert PPO(ppo.policy, replace(cfg, anneal_clip=False)).clip_coef(750) == 0.4
+    # the update clips the ratio and the value, and counts clip_frac, at its step's clip
+    assert_update_is_textbook_ppo(cfg, step=750,
+                                  textbook_cfg=replace(cfg, clip_coef=0.1, anneal_clip=False))
+
+
+def assert_update_is_textbook_ppo(cfg: AlgoConfig, step: int, textbook_cfg: AlgoConfig) -> None:
+    """PPO's update of ``cfg`` at env step ``step`` takes :func:`textbook_ppo`'s steps under
+    ``textbook_cfg`` and reports its statistics."""
     torch.manual_seed(0)
     obs_space, act_space = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(3)
-    cfg = AlgoConfig(update_epochs=3, **overrides)
     T, N = 8, 4
     batch = {"obs": torch.randn(T, N, 3), "action": torch.randint(0, 3, (T, N)),
              "reward": torch.randn(T, N), "terminated": torch.rand(T, N) < 0.1,
@@ -150,9 +170,9 @@ def test_update_takes_the_textbook_steps_and_reports_the_last_epoch(overrides):
     adv, returns = PPO(reference, cfg).advantages(batch)
 
     torch.manual_seed(1)
-    stats = PPO(policy, cfg).update(batch, 3e-3)
+    stats = PPO(policy, cfg).update(batch, 3e-3, step)
     torch.manual_seed(1)
-    expected = textbook_ppo(reference, cfg, batch, adv, returns, 3e-3)
+    expected = textbook_ppo(reference, textbook_cfg, batch, adv, returns, 3e-3)
 
     for got, want in zip(policy.parameters(), reference.parameters()):
         assert torch.allclose(got, want, atol=1e-6)

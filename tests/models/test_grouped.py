@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 from scripted_envs import Relay
+from torch import nn
 
+from fastrl.config import AlgoConfig
 from fastrl.envs.source import EnvSource
+from fastrl.models.families import build_actor_critic
 from fastrl.models.grouped import GroupedActorCritic, has_groups
 
 RUNNER, CHASER = 0, 1
@@ -49,3 +52,11 @@ def test_a_group_s_rows_train_only_its_network():
     assert all(p.grad is not None and p.grad.abs().sum() > 0
                for p in policy.nets[RUNNER].parameters() if p.dim() > 1)
     assert all(p.grad is None or not p.grad.any() for p in policy.nets[CHASER].parameters())
+
+
+def test_the_built_in_network_s_settings_reach_every_group_s_network():
+    obs_space, act_space, _ = relay_rows()
+    policy = build_actor_critic(obs_space, act_space, AlgoConfig(
+        policy_per_group=True, hidden_sizes=[8], activation="relu", ortho_init=False))
+    for net in policy.nets:
+        assert nn.ReLU in {type(m) for m in net.actor} and net.actor[0].bias.any()

@@ -64,13 +64,15 @@ def test_discrete_samples_follow_torch_s_probabilities(normalize):
     assert (np.abs(torch_counts / DRAWS - p) <= 4.5 * np.sqrt(p * (1 - p) / DRAWS) + 1e-9).all()
 
 
-def test_box_samples_are_torch_s_gaussian_with_its_log_probs():
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_box_samples_are_torch_s_gaussian_with_its_log_probs(activation):
     torch.manual_seed(0), np.random.seed(0)
-    policy = ActorCritic(OBS, spaces.Box(-1, 1, (2, 2)), [16])
+    policy = ActorCritic(OBS, spaces.Box(-1, 1, (2, 2)), [16, 16], activation=activation)
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([-1.0, 0.0, 0.5, -2.0]))
     obs = obs_batch(DRAWS // 4)
     act = numpy_actor(policy)
+    assert isinstance(act, NumpyActorCritic)
     action, log_prob, value = act(obs)
     assert action.shape == (len(obs), 2, 2) and action.dtype == np.float32
     with torch.no_grad():

@@ -1,4 +1,5 @@
-"""ActorCritic (fastrl.models.policy): its heads, Discrete offsets, flat weight round trips."""
+"""ActorCritic (fastrl.models.policy): its heads, Discrete offsets, flat weight round trips,
+and the settings of the built-in network (activation, init, initial log-std)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from torch import nn
 
+from fastrl.config import load_config
+from fastrl.models.families import build_actor_critic
 from fastrl.models.policy import (
     ActorCritic,
     UnsupportedActionSpace,
@@ -100,3 +104,45 @@ def test_flat_params_round_trip_without_aliasing():
     assert np.array_equal(flat_params(b), flat)
     flat[:] = 0  # b must not see later writes into the buffer it was loaded from
     assert not np.array_equal(flat_params(b), flat)
+
+
+VECTORS = spaces.Box(-1, 1, (3,))
+
+
+def built(overrides: list[str], obs_space: spaces.Space = VECTORS) -> nn.Module:
+    """The built-in actor-critic of a config of ``overrides``, for Box(2) actions."""
+    return build_actor_critic(obs_space, spaces.Box(-2, 2, (2,)),
+                              load_config(None, overrides).algo)
+
+
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_activation_is_that_of_every_hidden_layer(core):
+    for name, activation in (("tanh", nn.Tanh), ("relu", nn.ReLU)):
+        policy = built([f"algo.activation={name}", f"algo.core={core}"])
+        for net in (policy.actor, policy.critic):
+            assert [type(m) for m in net] == [nn.Linear, activation] * 2 + [nn.Linear]
+
+
+@pytest.mark.parametrize("core, obs_space", [
+    ("none", VECTORS),
+    ("lstm", VECTORS),
+    ("none", spaces.Box(0, 255, (1, 36, 36), np.uint8)),  # the Nature CNN's layers too
+], ids=["mlp", "lstm", "cnn"])
+def test_without_ortho_init_every_layer_keeps_torch_s_init(core, obs_space):
+    torch.manual_seed(0)
+    for ortho in (True, False):
+        policy = built(["algo.hidden_sizes=[32,32]", f"algo.core={core}",
+                        f"algo.ortho_init={str(ortho).lower()}"], obs_space)
+        # the 32x32 hidden layer: orthogonal of gain sqrt(2) (W W^T = 2 I), or torch's uniform
+        w = policy.actor[2].weight.detach()
+        assert torch.allclose(w @ w.T, 2 * torch.eye(32), atol=1e-4) == ortho
+        # CleanRL's init zeroes every bias (the encoder's, the core's), torch's does not
+        biases = [p for name, p in policy.named_parameters() if "bias" in name]
+        assert biases and all(bool(b.any()) != ortho for b in biases)
+
+
+def test_log_std_init_is_the_gaussian_s_first_log_std():
+    assert torch.equal(built([]).log_std.detach(), torch.zeros(2))
+    for core in ("none", "gru"):
+        policy = built(["algo.log_std_init=-0.5", f"algo.core={core}"])
+        assert torch.equal(policy.log_std.detach(), torch.full((2,), -0.5))
