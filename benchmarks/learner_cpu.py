@@ -48,7 +48,8 @@ import torch
 from gymnasium.vector.utils import batch_space
 
 from fastrl.bench.learner import synthetic_slot
-from fastrl.bench.sb3_solve import ZOO, make_env
+from fastrl.bench.sb3_solve import make_env, make_model
+from fastrl.bench.zoo import ZOO
 from fastrl.config import load_config
 from fastrl.core.process import learner_torch
 from fastrl.learner.staging import PER_ENV
@@ -136,17 +137,10 @@ def time_fastrl(case: Case, variant: str, seconds: float) -> float:
 def time_sb3(task: str, seconds: float) -> float:
     """Samples per CPU-second of SB3's ``train()`` on ``task``'s zoo entry, measured over
     the calls of a ``learn()`` that lasts about ``seconds`` of training."""
-    import stable_baselines3
-
     entry = ZOO[task]
     env = make_env(entry, "dummy", seed=1)
-    kwargs = dict(entry.kwargs)
-    if entry.net:
-        kwargs["policy_kwargs"] = entry.net()
-    if entry.algo == "SAC":
-        kwargs["learning_starts"] = 1000
-    model = getattr(stable_baselines3, entry.algo)(
-        "CnnPolicy" if entry.atari else "MlpPolicy", env, seed=1, device="cpu", **kwargs)
+    model = make_model(entry, env, 1, **({"learning_starts": 1000} if entry.algo == "SAC"
+                                         else {}))
     train, spent = model.train, {"cpu": 0.0, "samples": 0}
 
     def timed_train(*args, **kw):
@@ -160,7 +154,9 @@ def time_sb3(task: str, seconds: float) -> float:
 
     model.train = timed_train
 
-    class Enough(stable_baselines3.common.callbacks.BaseCallback):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Enough(BaseCallback):
         def _on_step(self) -> bool:
             return spent["cpu"] < seconds
 

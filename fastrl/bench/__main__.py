@@ -22,7 +22,17 @@ from fastrl.bench.learner import LEARNER_SCENARIOS, SideResult, print_learner, r
 from fastrl.bench.measure import Result, failed
 from fastrl.bench.replay import print_replay, run_replay
 from fastrl.bench.report import plot_scaling, print_table, write_json
-from fastrl.bench.solve import DEFAULT_TASKS, TASKS, plot_solve, print_solve, run_solve, summarize
+from fastrl.bench.solve import (
+    DEFAULT_TASKS,
+    FIRST_RACE_SEED,
+    OWN,
+    TASKS,
+    plot_solve,
+    print_solve,
+    races,
+    run_solve,
+    summarize,
+)
 from fastrl.config import ConfigError
 from fastrl.envs import BUILTIN_BATCHED
 from fastrl.envs.heavy import spin_iters_for
@@ -145,8 +155,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"solve scenario: comma-separated tasks from {', '.join(TASKS)} "
                         f"(default: {','.join(DEFAULT_TASKS)}; the MuJoCo tasks need the "
                         "mujoco extra, breakout-ppo the atari one)")
-    p.add_argument("--seeds", type=_positive(int), default=3,
-                   help="solve scenario: seeds 1..N of every system (default 3)")
+    p.add_argument("--seeds", type=_positive(int), default=5,
+                   help="solve scenario: N seeds of every system, from --first-seed "
+                        "(default 5)")
+    p.add_argument("--first-seed", type=_positive(int), default=FIRST_RACE_SEED,
+                   help=f"solve scenario: the first seed (default {FIRST_RACE_SEED}: races "
+                        "run on seeds the shipped configs were not tuned on, which were 1-3)")
+    p.add_argument("--solve-first-peer", action="store_true",
+                   help="solve scenario: only the first SB3 variant of each task (DummyVecEnv; "
+                        "on 2 cores SubprocVecEnv's process per env is the slower one)")
+    p.add_argument("--solve-own-only", action="store_true",
+                   help="solve scenario: race each system at its own settings only, without "
+                        "SB3 at fastrl's settings and fastrl at the zoo's")
     p.add_argument("--solve-max-seconds", type=_positive(float), default=None,
                    help="solve scenario: stop every run unsolved after this many seconds "
                         "(default: each task's own cap)")
@@ -263,9 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     solve = []
     if SOLVE in args.scenario and not interrupted:
         try:
-            solve = run_solve(args.solve_tasks, args.seeds, args.solve_override,
+            seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+            solve = run_solve(args.solve_tasks, seeds, args.solve_override,
                               peers="sb3" in args.peers, max_seconds=args.solve_max_seconds,
-                              max_steps=args.solve_max_steps, on_run=_print_solve_run)
+                              max_steps=args.solve_max_steps, equal=not args.solve_own_only,
+                              first_peer=args.solve_first_peer,
+                              on_run=_print_solve_run)
         except KeyboardInterrupt:
             interrupted = _interrupted()
     results = [median(rs) for rs in repeats]
@@ -278,14 +301,15 @@ def main(argv: list[str] | None = None) -> int:
         print_replay(replay)
     if learner:
         print_learner([s.median for s in learner])
-    solve_rows = summarize(solve)
+    solve_rows, race_rows = summarize(solve), races(solve)
     if solve_rows:
-        print_solve(solve_rows)
+        print_solve(solve_rows, race_rows)
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     write_json(args.out / "bench.json", options,
                results + replay + [s.median for s in learner],
                repeats + [[r] for r in replay] + [s.rounds for s in learner],
-               {"solve": {"summary": solve_rows, "runs": [r.as_dict() for r in solve]}}
+               {"solve": {"summary": solve_rows, "races": race_rows,
+                          "runs": [r.as_dict() for r in solve]}}
                if solve else None)
     print(f"wrote {args.out / 'bench.json'}")
     if not args.no_plot and solve:
@@ -305,7 +329,8 @@ def _print_solve_run(run) -> None:
     solved = "unsolved" if run.solved_s is None else \
         f"solved in {run.solved_s:.1f} s, {run.solved_step:,} steps"
     evals = f"; eval target at {run.eval_s:.1f} s" if run.eval_s is not None else ""
-    print(f"solve {run.task} {run.system} seed {run.seed}: {solved}{evals}"
+    at = "" if run.settings == OWN else f" at {run.settings} settings"
+    print(f"solve {run.task} {run.system}{at} seed {run.seed}: {solved}{evals}"
           + (f" ({run.note})" if run.note else ""), file=sys.stderr)
 
 

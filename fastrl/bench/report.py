@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -65,7 +66,8 @@ def write_json(path: Path, args: dict, results: list[Result], repeats: list[list
                extra: dict | None = None):
     """Every raw repeat and the medians, with the machine facts and the options used, and
     ``extra`` sections (the solve scenario's)."""
-    doc = {"machine": machine_facts(), "options": args,
+    doc = {"command": " ".join(["python -m fastrl.bench", *sys.argv[1:]]),
+           "machine": machine_facts(), "options": args,
            "medians": [r.as_dict() for r in results],
            "repeats": [[r.as_dict() for r in rs] for rs in repeats], **(extra or {})}
     path.write_text(json.dumps(doc, indent=2) + "\n")

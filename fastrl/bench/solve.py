@@ -28,9 +28,18 @@ from pathlib import Path
 import numpy as np
 
 from fastrl.bench.report import pyplot, save_figure
-from fastrl.config import load_config
+from fastrl.bench.settings import NoTwin, fastrl_at_zoo, sb3_at_fastrl
+from fastrl.config import MainConfig, load_config
 
 WINDOW = 20  # training episodes in the solve criterion's mean
+#: the seeds the headline races run (``--seeds 5``: 101-105); the sweeps that tuned the
+#: shipped configs ran seeds 1-3, so no race is run on a seed any setting was chosen on
+FIRST_RACE_SEED = 101
+#: whose settings a run trained with: each system its own (fastrl's shipped config, the
+#: zoo's entry for SB3), or both at fastrl's, or both at the zoo's (fastrl.bench.settings)
+OWN, FASTRLS, ZOOS = "own", "fastrl's", "zoo's"
+#: race -> (fastrl's runs, SB3's runs) by the settings each trained with
+RACES = {OWN: (OWN, OWN), FASTRLS: (OWN, FASTRLS), ZOOS: (ZOOS, OWN)}
 POLL_S = 0.2  # between looks at a run's episode log
 EXIT_WAIT_S = 60.0  # for a stopped run to exit before it is killed
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -131,6 +140,7 @@ class SolveRun:
     task: str
     system: str
     seed: int
+    settings: str = OWN  # whose settings it trained with (:data:`RACES`)
     solved_s: float | None = None
     solved_step: int | None = None
     eval_s: float | None = None
@@ -204,16 +214,24 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(EXIT_WAIT_S)
 
 
-def run_fastrl(task: Task, seed: int, work: Path, extra: list[str] = ()) -> SolveRun:
-    """fastrl's shipped config of ``task``, from ``python -m fastrl.train``; the run does
-    not stop at its own evaluation criterion (``algo.target_return=null``) so that the
-    training criterion can be reached, and the time it would have is taken from its
-    ``evals.csv``."""
+def shipped_config(task: str) -> MainConfig:
+    """fastrl's shipped config of ``task``, with the task's own overrides."""
+    t = TASKS[task]
+    return load_config(CONFIGS / t.config, list(t.overrides))
+
+
+def run_fastrl(task: Task, seed: int, work: Path, extra: list[str] = (),
+               settings: str = OWN) -> SolveRun:
+    """fastrl's shipped config of ``task`` (``settings=ZOOS``: with the zoo's settings
+    instead), from ``python -m fastrl.train``; the run does not stop at its own evaluation
+    criterion (``algo.target_return=null``) so that the training criterion can be reached,
+    and the time it would have is taken from its ``evals.csv``."""
     config = CONFIGS / task.config
-    extra = [*task.overrides, *extra]
+    zoo = fastrl_at_zoo(task.name, shipped_config(task.name)) if settings == ZOOS else []
+    extra = [*task.overrides, *zoo, *extra]
     target = load_config(config, extra).algo.target_return
-    run = SolveRun(task.name, "fastrl", seed)
-    run_dir = work / f"fastrl-{task.name}-s{seed}"
+    run = SolveRun(task.name, "fastrl", seed, settings)
+    run_dir = work / f"fastrl-{task.name}-{_slug(settings)}-s{seed}"
     cmd = [sys.executable, "-m", "fastrl.train", str(config), f"seed={seed}",
            "algo.target_return=null", f"log.run_dir={work}", f"log.run_name={run_dir.name}",
            "log.console=false", *extra]
@@ -224,13 +242,19 @@ def run_fastrl(task: Task, seed: int, work: Path, extra: list[str] = ()) -> Solv
     return run
 
 
-def run_sb3(task: Task, peer: Peer, seed: int, work: Path) -> SolveRun:
-    """An SB3 variant of ``task`` (fastrl.bench.sb3_solve)."""
-    run = SolveRun(task.name, peer.name, seed)
-    name = f"{peer.name.replace(' ', '-')}-{task.name}-s{seed}"
+def _slug(text: str) -> str:
+    """``text`` as a part of a file name."""
+    return "".join(c if c.isalnum() else "-" for c in text)
+
+
+def run_sb3(task: Task, peer: Peer, seed: int, work: Path, settings: str = OWN) -> SolveRun:
+    """An SB3 variant of ``task`` (fastrl.bench.sb3_solve), at the zoo's settings or
+    (``settings=FASTRLS``) at fastrl's shipped config's."""
+    run = SolveRun(task.name, peer.name, seed, settings)
+    name = f"{_slug(peer.name)}-{task.name}-{_slug(settings)}-s{seed}"
     episodes = work / f"{name}.csv"
     cmd = [sys.executable, "-m", "fastrl.bench.sb3_solve", *peer.args, f"--seed={seed}",
-           f"--out={episodes}"]
+           f"--out={episodes}", f"--settings={'fastrl' if settings == FASTRLS else 'zoo'}"]
     t0 = run_process(cmd, run, episodes, task.threshold, task.max_steps, task.max_seconds,
                      work / f"{name}.log", task.window)
     judge(run, read_rows(episodes), t0, task.threshold, window=task.window)
@@ -244,12 +268,34 @@ def sb3_installed() -> bool:
     return importlib.util.find_spec("stable_baselines3") is not None
 
 
-def run_solve(tasks: list[str], seeds: int, extra: list[str] = (), peers: bool = True,
+def equal_settings_runs(task: Task) -> list[tuple[str, str]]:
+    """The equal-settings runs ``task`` has a translation for, as (system, settings): SB3's
+    first variant at fastrl's settings, fastrl at the zoo's; each one that lacks a twin is
+    said on stderr and left out."""
+    runs = []
+    cfg = shipped_config(task.name)
+    for system, settings, translate in (
+            (task.peers[0].name, FASTRLS, lambda: sb3_at_fastrl(task.name, cfg)),
+            ("fastrl", ZOOS, lambda: fastrl_at_zoo(task.name, cfg))):
+        try:
+            translate()
+        except NoTwin as e:
+            print(f"solve: {task.name}: no race at the {settings} settings: {e}",
+                  file=sys.stderr)
+            continue
+        runs.append((system, settings))
+    return runs
+
+
+def run_solve(tasks: list[str], seeds: list[int], extra: list[str] = (), peers: bool = True,
               max_seconds: float | None = None, max_steps: int | None = None,
+              equal: bool = True, first_peer: bool = False,
               on_run=lambda run: None) -> list[SolveRun]:
-    """Every system of every task, seeds 1..``seeds``, one run at a time: for each seed
-    fastrl first, then each SB3 variant (when ``peers`` and SB3 is installed). ``max_seconds``
-    and ``max_steps`` lower the tasks' caps; ``on_run`` sees each run as it ends."""
+    """Every system of every task, on each of ``seeds``, one run at a time: for each seed
+    fastrl first, then each SB3 variant (when ``peers`` and SB3 is installed), then, when
+    ``equal``, SB3 at fastrl's settings and fastrl at the zoo's (``first_peer``: the first
+    SB3 variant only). ``max_seconds`` and
+    ``max_steps`` lower the tasks' caps; ``on_run`` sees each run as it ends."""
     runs: list[SolveRun] = []
     if peers and not sb3_installed():
         print("solve: stable-baselines3 is not installed, fastrl runs alone "
@@ -261,11 +307,17 @@ def run_solve(tasks: list[str], seeds: int, extra: list[str] = (), peers: bool =
             task = TASKS[name]
             task = replace(task, max_seconds=min(task.max_seconds, max_seconds or math.inf),
                            max_steps=min(task.max_steps, max_steps or task.max_steps))
-            for seed in range(1, seeds + 1):
+            equals = equal_settings_runs(task) if peers and equal else []
+            for seed in seeds:
                 runs.append(run_fastrl(task, seed, work, extra))
                 on_run(runs[-1])
-                for peer in task.peers if peers else ():
+                for peer in (task.peers[:1] if first_peer else task.peers) if peers else ():
                     runs.append(run_sb3(task, peer, seed, work))
+                    on_run(runs[-1])
+                for system, settings in equals:
+                    runs.append(run_fastrl(task, seed, work, extra, settings)
+                                if system == "fastrl" else
+                                run_sb3(task, task.peers[0], seed, work, settings))
                     on_run(runs[-1])
     return runs
 
@@ -282,40 +334,90 @@ def _at_least(runs: list[SolveRun]) -> float:
     return statistics.median(r.wall_s if r.solved_s is None else r.solved_s for r in runs)
 
 
-def summarize(runs: list[SolveRun]) -> list[dict]:
-    """One row per task and system: the medians over seeds of the seconds and env steps to
-    solve it (and, for fastrl, to its evaluation target), how many seeds solved, and the
-    ratio of its median seconds to the fastest SB3 variant's. Where no variant solved in
-    enough seeds to have a median, the fastest one's time is a lower bound
-    (:func:`_at_least`), and the ratio an upper bound (``ratio_is_bound``)."""
+def _fastest(systems: dict[str, list[SolveRun]]) -> tuple[str | None, float | None, bool]:
+    """The fastest of ``systems`` by median seconds to solve: (name, median, bound). Where
+    none solved in enough seeds to have a median, the fastest one's :func:`_at_least` is a
+    lower bound on it (``bound``)."""
+    medians = {s: _median([r.solved_s for r in rs]) for s, rs in systems.items()}
+    solved = {s: m for s, m in medians.items() if m is not None}
+    if solved:
+        name = min(solved, key=solved.get)
+        return name, solved[name], False
+    if not systems:
+        return None, None, False
+    bounds = {s: _at_least(rs) for s, rs in systems.items()}
+    name = min(bounds, key=bounds.get)
+    return name, bounds[name], True
+
+
+def _by_system(runs: list[SolveRun], task: str, settings: str,
+               fastrl: bool) -> dict[str, list[SolveRun]]:
+    """``task``'s runs at ``settings``, of fastrl or of the SB3 variants, by system."""
+    out: dict[str, list[SolveRun]] = {}
+    for r in runs:
+        if r.task == task and r.settings == settings and (r.system == "fastrl") == fastrl:
+            out.setdefault(r.system, []).append(r)
+    return out
+
+
+def races(runs: list[SolveRun]) -> list[dict]:
+    """One row per task and race (:data:`RACES`: each system at its own settings, both at
+    fastrl's, both at the zoo's): fastrl's median seconds and env steps to solve against the
+    fastest SB3 variant's in that race, and their ratios. An SB3 side unsolved in most
+    seeds makes the seconds' ratio an upper bound (``ratio_is_bound``)."""
     rows = []
     for task in dict.fromkeys(r.task for r in runs):
-        systems: dict[str, list[SolveRun]] = {}
-        for r in runs:
-            if r.task == task:
-                systems.setdefault(r.system, []).append(r)
-        medians = {s: _median([r.solved_s for r in rs]) for s, rs in systems.items()}
-        # (a variant unsolved in most seeds is slower than any that has a median)
-        sb3 = [m for s, m in medians.items() if s != "fastrl" and m is not None]
-        bounds = [_at_least(rs) for s, rs in systems.items() if s != "fastrl"]
-        fastest, bound = (min(sb3), False) if sb3 else \
-            (min(bounds), True) if bounds else (None, False)
-        for system, rs in systems.items():
-            m = medians[system]
+        for race, (ours, theirs) in RACES.items():
+            fastrl = _by_system(runs, task, ours, fastrl=True).get("fastrl")
+            sb3 = _by_system(runs, task, theirs, fastrl=False)
+            if not fastrl or not sb3:
+                continue
+            name, sb3_s, bound = _fastest(sb3)
+            fastrl_s = _median([r.solved_s for r in fastrl])
+            fastrl_steps = _median([r.solved_step for r in fastrl])
+            sb3_steps = _median([r.solved_step for r in sb3[name]])
             rows.append({
-                "task": task, "system": system, "runs": len(rs),
-                "solved": sum(r.solved_s is not None for r in rs), "median_s": m,
-                "median_steps": _median([r.solved_step for r in rs]),
-                "median_eval_s": _median([r.eval_s for r in rs]) if system == "fastrl"
-                else None,
-                "ratio_to_fastest_sb3": m / fastest if m is not None and fastest else None,
-                "ratio_is_bound": bound,
+                "task": task, "race": race, "seeds": sorted(r.seed for r in fastrl),
+                "fastrl_s": fastrl_s, "sb3_system": name, "sb3_s": sb3_s,
+                "ratio": fastrl_s / sb3_s if fastrl_s is not None and sb3_s else None,
+                "ratio_is_bound": bound, "fastrl_steps": fastrl_steps, "sb3_steps": sb3_steps,
+                "steps_ratio": fastrl_steps / sb3_steps
+                if fastrl_steps is not None and sb3_steps else None,
             })
     return rows
 
 
-def print_solve(rows: list[dict]) -> None:
-    """The summary table on the console."""
+def summarize(runs: list[SolveRun]) -> list[dict]:
+    """One row per task, system and settings: the medians over seeds of the seconds and env
+    steps to solve it (and, for fastrl, to its evaluation target), and how many seeds
+    solved; fastrl's row at its own settings also carries its ratio to the fastest SB3
+    variant at the zoo's (:func:`races`, ``ratio_is_bound`` where that is a bound)."""
+    own = {r["task"]: r for r in races(runs) if r["race"] == OWN}
+    rows = []
+    for task in dict.fromkeys(r.task for r in runs):
+        for settings in dict.fromkeys(r.settings for r in runs if r.task == task):
+            for fastrl in (True, False):
+                for system, rs in _by_system(runs, task, settings, fastrl).items():
+                    race = own.get(task) if fastrl and settings == OWN else None
+                    rows.append({
+                        "task": task, "system": system, "settings": settings,
+                        "runs": len(rs), "solved": sum(r.solved_s is not None for r in rs),
+                        "median_s": _median([r.solved_s for r in rs]),
+                        "median_steps": _median([r.solved_step for r in rs]),
+                        "median_eval_s": _median([r.eval_s for r in rs]) if fastrl else None,
+                        "ratio_to_fastest_sb3": race["ratio"] if race else None,
+                        "ratio_is_bound": bool(race and race["ratio_is_bound"]),
+                    })
+    return rows
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_solve(rows: list[dict], race_rows: list[dict]) -> None:
+    """The summary table on the console, then the races (fastrl against SB3 at each
+    system's own settings and at equal settings)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -323,26 +425,32 @@ def print_solve(rows: list[dict]) -> None:
         r["task"] for r in rows) if TASKS[task].window != WINDOW)
     t = Table(title=f"solve: seconds from process start until the mean return of the last "
                     f"{WINDOW} training episodes{f' ({own[2:]})' if own else ''} reaches the "
-                    "threshold (medians over seeds)",
-              caption="<x: no SB3 variant of the task solved in most seeds; each unsolved "
-                      "run counts the seconds it ran, so x is an upper bound")
-    for col in ("task", "system", "solved", "seconds", "env steps", "fastrl eval s",
-                "× fastest SB3"):
-        t.add_column(col, justify="left" if col in ("task", "system") else "right")
-
-    def fmt(v, spec):
-        return "-" if v is None else format(v, spec)
-
-    def ratio(r):
-        bound = r["ratio_is_bound"] and r["ratio_to_fastest_sb3"] is not None
-        return ("<" if bound else "") + fmt(r["ratio_to_fastest_sb3"], ".2f")
-
+                    "threshold (medians over seeds)")
+    for col in ("task", "system", "settings", "solved", "seconds", "env steps",
+                "fastrl eval s"):
+        t.add_column(col, justify="left" if col in ("task", "system", "settings") else "right")
     for r in rows:
-        t.add_row(r["task"], r["system"], f"{r['solved']}/{r['runs']}",
-                  fmt(r["median_s"], ".1f"), fmt(r["median_steps"], ",.0f"),
-                  fmt(r["median_eval_s"], ".1f"),
-                  ratio(r))
-    Console(width=max(Console().width, 120)).print(t)
+        t.add_row(r["task"], r["system"], r["settings"], f"{r['solved']}/{r['runs']}",
+                  _fmt(r["median_s"], ".1f"), _fmt(r["median_steps"], ",.0f"),
+                  _fmt(r["median_eval_s"], ".1f"))
+    console = Console(width=max(Console().width, 120))
+    console.print(t)
+    t = Table(title="races: fastrl's median against the fastest SB3 variant's, at each "
+                    "system's own settings and at equal settings",
+              caption="<x: the SB3 side did not solve in most seeds; each unsolved run counts "
+                      "the seconds it ran, so x is an upper bound")
+    for col in ("task", "race (settings)", "seeds", "fastrl s", "SB3 s", "× SB3 seconds",
+                "fastrl steps", "SB3 steps", "× SB3 steps"):
+        t.add_column(col, justify="left" if col.startswith(("task", "race")) else "right")
+    for r in race_rows:
+        seeds = r["seeds"]
+        t.add_row(r["task"], r["race"], f"{seeds[0]}-{seeds[-1]}" if seeds else "-",
+                  _fmt(r["fastrl_s"], ".1f"), _fmt(r["sb3_s"], ".1f"),
+                  ("<" if r["ratio_is_bound"] and r["ratio"] is not None else "")
+                  + _fmt(r["ratio"], ".2f"),
+                  _fmt(r["fastrl_steps"], ",.0f"), _fmt(r["sb3_steps"], ",.0f"),
+                  _fmt(r["steps_ratio"], ".2f"))
+    console.print(t)
 
 
 def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
@@ -359,9 +467,10 @@ def plot_solve(path: Path, runs: list[SolveRun]) -> bool:
             ret = np.asarray(r.curve["return"])
             k = min(TASKS[task].window, len(ret))
             mean = np.convolve(ret, np.ones(k) / k, "valid")
-            color = colors.setdefault(r.system, f"C{len(colors)}")
+            who = r.system if r.settings == OWN else f"{r.system} at {r.settings}"
+            color = colors.setdefault(who, f"C{len(colors)}")
             ax.plot(r.curve["seconds"][k - 1:], mean, color=color, alpha=0.8,
-                    label=f"{r.system} s{r.seed}")
+                    label=f"{who} s{r.seed}")
         ax.axhline(TASKS[task].threshold, color="k", ls="--", lw=0.8)
         ax.set_title(task)
         ax.set_xlabel("seconds from process start")

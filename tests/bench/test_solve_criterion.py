@@ -7,10 +7,14 @@ from __future__ import annotations
 import pytest
 
 from fastrl.bench.solve import (
+    FASTRLS,
+    OWN,
     WINDOW,
+    ZOOS,
     SolveRun,
     first_solved,
     judge,
+    races,
     read_rows,
     summarize,
 )
@@ -70,3 +74,20 @@ def test_a_last_line_still_being_written_is_left_for_the_next_read(tmp_path):
     path.write_text("step,return,length,time\n1,2.0,3,4.0\n5,6.")
     assert read_rows(path) == [{"step": "1", "return": "2.0", "length": "3", "time": "4.0"}]
     assert read_rows(tmp_path / "missing.csv") == []
+
+
+def test_each_race_pairs_fastrl_and_sb3_trained_at_the_same_settings():
+    def run(system, settings, seed, s, step):
+        return SolveRun("t", system, seed, settings, solved_s=s, solved_step=step)
+
+    runs = [run("fastrl", OWN, 101, 4.0, 100), run("fastrl", ZOOS, 101, 6.0, 300),
+            run("SB3", OWN, 101, 10.0, 200), run("SB3", FASTRLS, 101, 8.0, 150)]
+    by = {r["race"]: r for r in races(runs)}
+    assert by[OWN]["ratio"] == pytest.approx(4 / 10) and by[OWN]["steps_ratio"] == 0.5
+    assert by[FASTRLS]["ratio"] == pytest.approx(4 / 8)  # fastrl's own run, SB3 at its settings
+    assert by[ZOOS]["ratio"] == pytest.approx(6 / 10)  # fastrl at the zoo's, SB3's own run
+    assert by[ZOOS]["steps_ratio"] == 1.5 and by[ZOOS]["seeds"] == [101]
+    # the per-system summary keeps the settings apart
+    rows = summarize(runs)
+    assert {(r["system"], r["settings"]) for r in rows} == {
+        ("fastrl", OWN), ("fastrl", ZOOS), ("SB3", OWN), ("SB3", FASTRLS)}

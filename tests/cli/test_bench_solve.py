@@ -98,21 +98,25 @@ def test_sb3_stops_on_sigint_even_when_its_shell_ignored_it(tmp_path):
 
 
 @pytest.mark.timeout(600)
-def test_the_scenario_runs_fastrl_and_sb3_and_reports(tmp_path, no_shm_residue):
+def test_the_scenario_races_at_each_system_s_settings_and_at_equal_ones(tmp_path,
+                                                                       no_shm_residue):
     pytest.importorskip("stable_baselines3")  # (the test extra installs it)
     # Capped by steps, not seconds: on a slow machine SB3's imports alone take 8 s.
     proc = subprocess.run(
         [sys.executable, "-m", "fastrl.bench", "--scenario", "solve", "--solve-tasks",
-         "cartpole-dqn", "--seeds", "1", "--solve-max-steps", "2000", "--solve-max-seconds", "240",
-         "--out", str(tmp_path)],
+         "cartpole-ppo", "--seeds", "1", "--solve-first-peer", "--solve-max-steps", "1000",
+         "--solve-max-seconds", "240", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=580)
     assert proc.returncode == 0, proc.stderr
-    assert "solve: seconds from process start" in proc.stdout
+    assert "solve: seconds from process start" in proc.stdout and "races:" in proc.stdout
     doc = json.loads((tmp_path / "bench.json").read_text())
-    runs = {r["system"]: r for r in doc["solve"]["runs"]}
-    assert set(runs) == {"fastrl", "SB3 DQN"}
-    for r in runs.values():  # both started, logged episodes to 2,000 steps, were stopped
-        assert r["steps"] >= 2000 and r["curve"]["return"], r["note"]
-        assert r["solved_s"] is None and r["note"] == "capped"
-    assert {r["system"] for r in doc["solve"]["summary"]} == {"fastrl", "SB3 DQN"}
+    assert doc["command"].startswith("python -m fastrl.bench --scenario solve")
+    assert doc["machine"]["cpu_model"] and doc["machine"]["versions"]["torch"]
+    runs = {(r["system"], r["settings"]): r for r in doc["solve"]["runs"]}
+    assert set(runs) == {("fastrl", "own"), ("SB3 PPO DummyVecEnv", "own"),
+                         ("SB3 PPO DummyVecEnv", "fastrl's"), ("fastrl", "zoo's")}
+    for r in runs.values():  # all started on the first race seed, logged episodes, were stopped
+        assert r["seed"] == 101 and r["curve"]["return"], r["note"]
+        assert r["steps"] >= 1000 and r["solved_s"] is None and r["note"] == "capped"
+    assert [r["race"] for r in doc["solve"]["races"]] == ["own", "fastrl's", "zoo's"]
     assert (tmp_path / "solve.png").stat().st_size > 0

@@ -1,0 +1,213 @@
+"""One table of a PPO task's training settings in neither system's terms, and its
+translations both ways: fastrl's config keys and Stable-Baselines3's constructor arguments.
+
+The solve scenario races each system at its own published settings, then SB3 at fastrl's
+shipped config and fastrl at the zoo's entry, so that the engine, not the settings, is what
+a ratio measures. :data:`TWINS` pairs each setting with the key of each system (the table in
+docs/bench.md); :data:`NO_TWIN` names what one system has and the other cannot take.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fastrl.bench.zoo import ZOO, Linear, ZooEntry
+from fastrl.config import MainConfig
+
+#: SB3's defaults where an entry leaves a key out: PPO and MaskablePPO, and RecurrentPPO's
+#: own rollout and minibatch (sb3-contrib)
+SB3_PPO_DEFAULTS = dict(n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4,
+                        gamma=0.99, gae_lambda=0.95, clip_range=0.2, clip_range_vf=None,
+                        ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
+SB3_RECURRENT_DEFAULTS = dict(SB3_PPO_DEFAULTS, n_steps=128, batch_size=128)
+SB3_POLICY_DEFAULTS = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn="Tanh",
+                           ortho_init=True, log_std_init=0.0, lstm_hidden_size=256,
+                           enable_critic_lstm=True, shared_lstm=False)
+ACTIVATIONS = {"tanh": "Tanh", "relu": "ReLU"}  # fastrl's algo.activation -> torch.nn's
+PPO_FAMILY = ("PPO", "MaskablePPO", "RecurrentPPO")
+
+
+class NoTwin(ValueError):
+    """A setting of one system that the other cannot take."""
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """A PPO task's settings: what both systems are given when they race at them."""
+
+    n_envs: int
+    rollout_len: int  # steps per env per update (SB3's n_steps)
+    minibatch: int  # transitions per gradient step (SB3's batch_size)
+    epochs: int
+    lr: float
+    lr_decays: bool  # linearly to 0 over total_steps
+    clip: float
+    clip_decays: bool
+    value_clip: bool  # clip the value update by ``clip`` too
+    gamma: float
+    gae_lambda: float
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+    hidden: tuple[int, ...]  # actor and critic MLPs alike
+    activation: str  # tanh | relu
+    ortho_init: bool
+    log_std_init: float
+    normalize: bool  # observations and rewards, by running statistics
+    total_steps: int
+    lstm: int = 0  # units of one LSTM the actor and critic share (0: none)
+
+
+#: setting -> (fastrl's key, SB3's): the translation table of docs/bench.md
+TWINS: dict[str, tuple[str, str]] = {
+    "n_envs": ("infra.num_workers x infra.envs_per_worker", "n_envs"),
+    "rollout_len": ("infra.rollout_len", "n_steps"),
+    "minibatch": ("n_envs x rollout_len / algo.num_minibatches", "batch_size"),
+    "epochs": ("algo.update_epochs", "n_epochs"),
+    "lr": ("algo.lr", "learning_rate"),
+    "lr_decays": ("algo.anneal_lr", "learning_rate=lin_X"),
+    "clip": ("algo.clip_coef", "clip_range"),
+    "clip_decays": ("algo.anneal_clip", "clip_range=lin_X"),
+    "value_clip": ("algo.clip_vloss", "clip_range_vf"),
+    "gamma": ("algo.gamma", "gamma"),
+    "gae_lambda": ("algo.gae_lambda", "gae_lambda"),
+    "ent_coef": ("algo.ent_coef", "ent_coef"),
+    "vf_coef": ("algo.vf_coef", "vf_coef"),
+    "max_grad_norm": ("algo.max_grad_norm", "max_grad_norm"),
+    "hidden": ("algo.hidden_sizes", "policy_kwargs net_arch=dict(pi=..., vf=...)"),
+    "activation": ("algo.activation", "policy_kwargs activation_fn"),
+    "ortho_init": ("algo.ortho_init", "policy_kwargs ortho_init"),
+    "log_std_init": ("algo.log_std_init", "policy_kwargs log_std_init"),
+    "normalize": ("algo.normalize_obs and algo.normalize_reward", "VecNormalize"),
+    "total_steps": ("algo.total_steps", "learn(total_timesteps)"),
+    "lstm": ("algo.core=lstm, algo.core_size",
+             "RecurrentPPO policy_kwargs lstm_hidden_size, shared_lstm=True"),
+}
+
+#: what one system has and the other cannot take (raised as NoTwin where an entry sets it)
+NO_TWIN: dict[str, str] = {
+    "critic's own LSTM": "RecurrentPPO's enable_critic_lstm=True (the zoo's CartPoleNoVel "
+                         "entry): fastrl's actor and critic share one LSTM",
+    "apart pi and vf widths": "SB3's net_arch=dict(pi=A, vf=B) with A != B: fastrl's "
+                              "algo.hidden_sizes sizes both",
+    "value clip": "fastrl's algo.clip_vloss takes the larger of the clipped and unclipped "
+                  "value losses (CleanRL); SB3's clip_range_vf takes the clipped one only",
+    "normalisation": "VecNormalize clips observations and rewards at 10 and updates its "
+                     "statistics at every step; fastrl's normalisers update once a batch, "
+                     "unclipped",
+    "policy lag": "fastrl's infra.max_policy_lag (1 in configs/cartpole_ppo.yaml) is its "
+                  "engine's: SB3 collects and trains in turn (lag 0)",
+}
+
+
+def _value(v: Any) -> tuple[float, bool]:
+    """A constant or a zoo ``lin_X`` schedule as (X, decays)."""
+    return (v.start, True) if isinstance(v, Linear) else (float(v), False)
+
+
+def from_zoo(entry: ZooEntry) -> PPOSettings:
+    """The settings of a PPO-family zoo entry, SB3's defaults where it sets nothing."""
+    if entry.algo not in PPO_FAMILY:
+        raise NoTwin(f"{entry.algo}: only the PPO family has a settings translation")
+    kw = {**(SB3_RECURRENT_DEFAULTS if entry.algo == "RecurrentPPO" else SB3_PPO_DEFAULTS),
+          **entry.kwargs}
+    pk = {**SB3_POLICY_DEFAULTS, **entry.policy_kwargs}
+    net = pk["net_arch"]
+    pi, vf = (net["pi"], net["vf"]) if isinstance(net, dict) else (net, net)
+    if pi != vf:
+        raise NoTwin(NO_TWIN["apart pi and vf widths"])
+    recurrent = entry.algo == "RecurrentPPO"
+    if recurrent and pk["enable_critic_lstm"] and not pk["shared_lstm"]:
+        raise NoTwin(NO_TWIN["critic's own LSTM"])
+    lr, lr_decays = _value(kw["learning_rate"])
+    clip, clip_decays = _value(kw["clip_range"])
+    return PPOSettings(
+        n_envs=entry.n_envs, rollout_len=kw["n_steps"], minibatch=kw["batch_size"],
+        epochs=kw["n_epochs"], lr=lr, lr_decays=lr_decays, clip=clip,
+        clip_decays=clip_decays, value_clip=kw["clip_range_vf"] is not None,
+        gamma=kw["gamma"], gae_lambda=kw["gae_lambda"], ent_coef=kw["ent_coef"],
+        vf_coef=kw["vf_coef"], max_grad_norm=kw["max_grad_norm"], hidden=tuple(pi),
+        activation={v: k for k, v in ACTIVATIONS.items()}[pk["activation_fn"]],
+        ortho_init=pk["ortho_init"], log_std_init=pk["log_std_init"],
+        normalize=entry.normalize, total_steps=entry.n_timesteps,
+        lstm=pk["lstm_hidden_size"] if recurrent else 0)
+
+
+def from_fastrl(cfg: MainConfig) -> PPOSettings:
+    """The settings of a fastrl PPO config."""
+    a, infra = cfg.algo, cfg.infra
+    if a.name != "ppo":
+        raise NoTwin(f"algo.name={a.name}: only PPO has a settings translation")
+    if a.normalize_obs != a.normalize_reward:
+        raise NoTwin("algo.normalize_obs != algo.normalize_reward: VecNormalize in the zoo's "
+                     "use normalises both")
+    if a.core not in ("none", "lstm"):
+        raise NoTwin(f"algo.core={a.core}: RecurrentPPO has an LSTM only")
+    n_envs = infra.num_workers * infra.envs_per_worker
+    return PPOSettings(
+        n_envs=n_envs, rollout_len=infra.rollout_len,
+        minibatch=n_envs * infra.rollout_len // a.num_minibatches, epochs=a.update_epochs,
+        lr=a.lr, lr_decays=a.anneal_lr, clip=a.clip_coef, clip_decays=a.anneal_clip,
+        value_clip=a.clip_vloss, gamma=a.gamma, gae_lambda=a.gae_lambda,
+        ent_coef=a.ent_coef, vf_coef=a.vf_coef, max_grad_norm=a.max_grad_norm,
+        hidden=tuple(a.hidden_sizes), activation=a.activation, ortho_init=a.ortho_init,
+        log_std_init=a.log_std_init, normalize=a.normalize_obs, total_steps=a.total_steps,
+        lstm=a.core_size if a.core == "lstm" else 0)
+
+
+def to_fastrl(s: PPOSettings, num_workers: int) -> list[str]:
+    """fastrl's overrides for ``s``, its envs split over up to ``num_workers`` workers (as
+    many as divide them)."""
+    workers = max(w for w in range(1, num_workers + 1) if s.n_envs % w == 0)
+    batch = s.n_envs * s.rollout_len
+    if batch % s.minibatch:
+        raise NoTwin(f"minibatches of {s.minibatch} do not divide a batch of {batch}: "
+                     "fastrl's algo.num_minibatches splits it evenly")
+    hidden = "[" + ", ".join(map(str, s.hidden)) + "]"
+    return [
+        f"infra.num_workers={workers}", f"infra.envs_per_worker={s.n_envs // workers}",
+        f"infra.rollout_len={s.rollout_len}", f"algo.num_minibatches={batch // s.minibatch}",
+        f"algo.update_epochs={s.epochs}", f"algo.lr={s.lr}",
+        f"algo.anneal_lr={str(s.lr_decays).lower()}", f"algo.clip_coef={s.clip}",
+        f"algo.anneal_clip={str(s.clip_decays).lower()}",
+        f"algo.clip_vloss={str(s.value_clip).lower()}", f"algo.gamma={s.gamma}",
+        f"algo.gae_lambda={s.gae_lambda}", f"algo.ent_coef={s.ent_coef}",
+        f"algo.vf_coef={s.vf_coef}", f"algo.max_grad_norm={s.max_grad_norm}",
+        f"algo.hidden_sizes={hidden}", f"algo.activation={s.activation}",
+        f"algo.ortho_init={str(s.ortho_init).lower()}", f"algo.log_std_init={s.log_std_init}",
+        f"algo.normalize_obs={str(s.normalize).lower()}",
+        f"algo.normalize_reward={str(s.normalize).lower()}",
+        f"algo.total_steps={s.total_steps}",
+        *(["algo.core=lstm", f"algo.core_size={s.lstm}"] if s.lstm else ["algo.core=none"]),
+    ]
+
+
+def to_sb3(s: PPOSettings, like: ZooEntry) -> ZooEntry:
+    """``like`` (the task's zoo entry: its env and algorithm) trained at ``s``."""
+    clip = Linear(s.clip) if s.clip_decays else s.clip
+    kwargs = dict(
+        n_steps=s.rollout_len, batch_size=s.minibatch, n_epochs=s.epochs,
+        learning_rate=Linear(s.lr) if s.lr_decays else s.lr, clip_range=clip,
+        clip_range_vf=clip if s.value_clip else None, gamma=s.gamma,
+        gae_lambda=s.gae_lambda, ent_coef=s.ent_coef, vf_coef=s.vf_coef,
+        max_grad_norm=s.max_grad_norm)
+    policy_kwargs = dict(net_arch=dict(pi=list(s.hidden), vf=list(s.hidden)),
+                         activation_fn=ACTIVATIONS[s.activation], ortho_init=s.ortho_init,
+                         log_std_init=s.log_std_init)
+    if s.lstm:
+        policy_kwargs.update(lstm_hidden_size=s.lstm, shared_lstm=True,
+                             enable_critic_lstm=False)
+    return replace(like, n_envs=s.n_envs, n_timesteps=s.total_steps, kwargs=kwargs,
+                   normalize=s.normalize, policy_kwargs=policy_kwargs)
+
+
+def sb3_at_fastrl(task: str, cfg: MainConfig) -> ZooEntry:
+    """SB3's entry for ``task`` given fastrl's config ``cfg`` of it."""
+    return to_sb3(from_fastrl(cfg), ZOO[task])
+
+
+def fastrl_at_zoo(task: str, cfg: MainConfig) -> list[str]:
+    """fastrl's overrides that give its config ``cfg`` of ``task`` the zoo's settings (its
+    engine's infra kept: workers, policy lag)."""
+    return to_fastrl(from_zoo(ZOO[task]), cfg.infra.num_workers)

@@ -1,0 +1,75 @@
+"""The settings table of the equal-settings races (fastrl.bench.settings): each translation
+lands on the settings it came from, in both systems' terms."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fastrl.bench.settings import (
+    TWINS,
+    NoTwin,
+    PPOSettings,
+    fastrl_at_zoo,
+    from_fastrl,
+    from_zoo,
+    sb3_at_fastrl,
+    to_sb3,
+)
+from fastrl.bench.solve import CONFIGS, TASKS, shipped_config
+from fastrl.bench.zoo import ZOO, Linear
+from fastrl.config import load_config
+
+PPO_TASKS = ("cartpole-ppo", "hopper-ppo", "identity-masked-ppo", "cartpole-novel-lstm")
+
+
+def test_every_setting_has_a_twin_in_the_table():
+    assert set(TWINS) == {f.name for f in dataclasses.fields(PPOSettings)}
+
+
+@pytest.mark.parametrize("task", ["cartpole-ppo", "hopper-ppo", "identity-masked-ppo"])
+def test_fastrl_given_the_zoo_s_settings_reads_back_as_the_zoo_s(task):
+    cfg = shipped_config(task)
+    zoo = from_zoo(ZOO[task])
+    at_zoo = load_config(CONFIGS / TASKS[task].config,
+                         [*TASKS[task].overrides, *fastrl_at_zoo(task, cfg)])
+    assert from_fastrl(at_zoo) == zoo
+    # the engine's own settings stay fastrl's
+    assert at_zoo.infra.max_policy_lag == cfg.infra.max_policy_lag
+
+
+@pytest.mark.parametrize("task", PPO_TASKS)
+def test_sb3_given_fastrl_s_settings_reads_back_as_fastrl_s(task):
+    cfg = shipped_config(task)
+    entry = sb3_at_fastrl(task, cfg)
+    if task == "cartpole-novel-lstm":  # one LSTM shared, as fastrl's
+        assert entry.policy_kwargs["shared_lstm"] and not entry.policy_kwargs[
+            "enable_critic_lstm"]
+    assert from_zoo(entry) == from_fastrl(cfg)
+    assert (entry.env_id, entry.algo) == (ZOO[task].env_id, ZOO[task].algo)
+
+
+def test_the_zoo_s_cartpole_entry_in_sb3_s_terms():
+    s = from_zoo(ZOO["cartpole-ppo"])
+    assert (s.n_envs, s.rollout_len, s.minibatch, s.epochs) == (8, 32, 256, 20)
+    assert (s.lr, s.lr_decays, s.clip, s.clip_decays) == (0.001, True, 0.2, True)
+    assert (s.hidden, s.activation, s.ortho_init, s.value_clip) == ((64, 64), "tanh", True,
+                                                                   False)
+    # and back: the zoo's own keyword arguments, schedules included
+    kw = to_sb3(s, ZOO["cartpole-ppo"]).kwargs
+    assert kw["learning_rate"] == Linear(0.001) and kw["clip_range"] == Linear(0.2)
+    assert {k: kw[k] for k in ZOO["cartpole-ppo"].kwargs} == ZOO["cartpole-ppo"].kwargs
+
+
+def test_what_has_no_twin_is_refused_with_the_reason():
+    with pytest.raises(NoTwin, match="share one LSTM"):
+        from_zoo(ZOO["cartpole-novel-lstm"])  # the zoo's critic has an LSTM of its own
+    with pytest.raises(NoTwin, match="only the PPO family"):
+        from_zoo(ZOO["halfcheetah-sac"])
+    with pytest.raises(NoTwin, match="only PPO"):
+        from_fastrl(shipped_config("pendulum-sac"))
+    apart = dataclasses.replace(ZOO["cartpole-ppo"], policy_kwargs=dict(
+        net_arch=dict(pi=[64], vf=[128])))
+    with pytest.raises(NoTwin, match="sizes both"):
+        from_zoo(apart)
