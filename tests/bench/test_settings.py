@@ -4,6 +4,8 @@ lands on the settings it came from, in both systems' terms."""
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,13 @@ def test_what_has_no_twin_is_refused_with_the_reason():
         net_arch=dict(pi=[64], vf=[128])))
     with pytest.raises(NoTwin, match="sizes both"):
         from_zoo(apart)
+
+
+def test_docs_bench_md_has_a_row_for_every_setting():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "bench.md").read_text()
+    table = page.split("| setting | fastrl | SB3 |", 1)[1].split("\n\n", 1)[0]
+    for fastrl_key, sb3_key in TWINS.values():
+        for key in re.findall(r"(?:algo|infra)\.\w+", fastrl_key):
+            assert f"`{key}" in table, f"docs/bench.md's settings table lacks {key}"
+        first = re.match(r"[\w.]+", sb3_key).group(0)
+        assert first in table, f"docs/bench.md's settings table lacks {first}"
