@@ -1,8 +1,8 @@
-"""The learner's update on the CPU (issue 31): the MuJoCo MLPs (PPO on Hopper, SAC on
+"""The learner's update on the CPU (issue 31): the MLPs (PPO on CartPole and Hopper, SAC on
 HalfCheetah) and the Nature CNN (PPO on Breakout), each with the options that might speed
 it up, beside Stable-Baselines3's training throughput on the same task, in the same run.
 
-    python benchmarks/learner_cpu.py [--cases hopper-ppo,halfcheetah-sac,breakout-ppo]
+    python benchmarks/learner_cpu.py [--cases cartpole-ppo,hopper-ppo,halfcheetah-sac,...]
                                      [--rounds 3] [--seconds 4]
 
 fastrl's side is its own update (fastrl.algos, made as the learner makes it, from the
@@ -22,8 +22,12 @@ samples trained per CPU-second of the process (a sample: one transition in one g
 step; PPO's batch times its epochs, SAC's batch size per step), so that a variant using
 two threads pays for both. Variants and SB3 run in alternating rounds; medians.
 
-**Not the same work.** Each side trains at its own settings: fastrl at its config's
-minibatch size, epochs and network, SB3 at the zoo's (Hopper PPO: minibatches of 256
+``cartpole-ppo`` is the same work on both sides (minibatches of 256 transitions, 64x64 tanh
+networks); the ``floor`` line is the update's arithmetic floor: every FLOP of its matmuls
+at the peak of a large matmul on this machine (6 FLOPs per weight per sample).
+
+**Not the same work** in the other cases. Each side trains at its own settings: fastrl at
+its config's minibatch size, epochs and network, SB3 at the zoo's (Hopper PPO: minibatches of 256
 transitions and [64, 64] tanh networks against the zoo's 32 and [256, 256] ReLU; HalfCheetah
 SAC: batches of 128, q lr 1e-3, against SB3's 256 and 3e-4). A sample costs less in a
 larger minibatch and a smaller network, so the
@@ -68,6 +72,8 @@ class Case:
 
 
 CASES = {
+    # the same minibatch (256) and network (64x64 tanh) as the zoo's entry: the same work
+    "cartpole-ppo": Case("cartpole_ppo.yaml", ()),
     "hopper-ppo": Case("mujoco_ppo.yaml", ("env.id=Hopper-v5",)),
     "halfcheetah-sac": Case("mujoco_sac.yaml", ("env.id=HalfCheetah-v5",)),
     "breakout-ppo": Case("atari_ppo.yaml", ("env.id=ALE/Breakout-v5",), cnn=True),
@@ -165,6 +171,30 @@ def time_sb3(task: str, seconds: float) -> float:
     return spent["samples"] / spent["cpu"]
 
 
+def matmul_flops_per_cpu_second(n: int = 512, seconds: float = 1.0) -> float:
+    """What one thread of this machine does: FLOPs per CPU-second of a square float32
+    matmul, large enough to run at the BLAS's peak."""
+    with learner_torch(1):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        a @ b
+        cpu0, wall0, k = time.process_time(), time.perf_counter(), 0
+        while time.perf_counter() - wall0 < seconds:
+            a @ b
+            k += 1
+        return 2 * n**3 * k / (time.process_time() - cpu0)
+
+
+def floor_samples_per_cpu_second(case: Case, flops: float) -> float | None:
+    """The arithmetic floor of an MLP update: samples per CPU-second if every FLOP of its
+    matmuls (forward, and twice that backward: 6 per weight) ran at the matmul peak
+    ``flops``; None for a CNN."""
+    if case.cnn:
+        return None
+    cfg = load_config(CONFIGS / case.config, list(case.overrides))
+    weights = sum(p.numel() for p in plan_run(cfg).policy().parameters() if p.dim() == 2)
+    return flops / (6 * weights)
+
+
 def main() -> None:
     """Alternate the variants and SB3 over ``--rounds``; print medians and ratios."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -188,8 +218,14 @@ def main() -> None:
                     failed[v] = f"{type(e).__name__}: {str(e).splitlines()[0][:90]}"
             runs["SB3"].append(time_sb3(name, args.seconds))
         base = statistics.median(runs["shipped"])
+        floor = floor_samples_per_cpu_second(case, matmul_flops_per_cpu_second())
+        same = "the same minibatch and network" if name == "cartpole-ppo" else \
+            "each system at its own minibatch size, epochs and network: not the same work"
         print(f"\n{name}: samples trained per CPU-second (medians of {args.rounds} rounds; "
-              "each system at its own minibatch size, epochs and network: not the same work)")
+              f"{same})")
+        if floor is not None:
+            print(f"  {'floor':14s} {floor:12,.0f}   {floor / base:5.2f}x shipped   "
+                  "(every matmul FLOP at this machine's matmul peak)")
         for v, xs in runs.items():
             m = statistics.median(xs)
             if v in failed:

@@ -193,8 +193,10 @@ def to_sb3(s: PPOSettings, like: ZooEntry) -> ZooEntry:
         gae_lambda=s.gae_lambda, ent_coef=s.ent_coef, vf_coef=s.vf_coef,
         max_grad_norm=s.max_grad_norm)
     policy_kwargs = dict(net_arch=dict(pi=list(s.hidden), vf=list(s.hidden)),
-                         activation_fn=ACTIVATIONS[s.activation], ortho_init=s.ortho_init,
-                         log_std_init=s.log_std_init)
+                         activation_fn=ACTIVATIONS[s.activation], ortho_init=s.ortho_init)
+    if s.log_std_init != SB3_POLICY_DEFAULTS["log_std_init"]:
+        # (a Gaussian's: MaskablePPO's policy, Discrete only, takes no such argument)
+        policy_kwargs["log_std_init"] = s.log_std_init
     if s.lstm:
         policy_kwargs.update(lstm_hidden_size=s.lstm, shared_lstm=True,
                              enable_critic_lstm=False)

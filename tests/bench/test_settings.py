@@ -85,3 +85,17 @@ def test_docs_bench_md_has_a_row_for_every_setting():
             assert f"`{key}" in table, f"docs/bench.md's settings table lacks {key}"
         first = re.match(r"[\w.]+", sb3_key).group(0)
         assert first in table, f"docs/bench.md's settings table lacks {first}"
+
+
+@pytest.mark.parametrize("task", ["cartpole-ppo", "identity-masked-ppo", "cartpole-novel-lstm"])
+def test_sb3_builds_its_model_at_fastrl_s_settings(task):
+    pytest.importorskip("sb3_contrib")  # (the test extra installs it)
+    from fastrl.bench.sb3_solve import make_env, make_model
+
+    entry = sb3_at_fastrl(task, shipped_config(task))
+    env = make_env(entry, "dummy", seed=1)
+    try:
+        model = make_model(entry, env, seed=1)
+        assert model.n_steps == entry.kwargs["n_steps"] and model.n_envs == entry.n_envs
+    finally:
+        env.close()

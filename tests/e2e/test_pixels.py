@@ -46,7 +46,7 @@ def test_cnn_policies_train_on_frames_end_to_end(overrides, tmp_path, no_shm_res
         "log.console=false", f"log.run_dir={tmp_path}"])
     result = Trainer(cfg).fit()
     assert result.global_step >= 1024 and result.checkpoint is not None
-    assert -1 <= result.eval["return_mean"] <= 1  # a Catch score, from the trained CNN
+    assert result.eval["episodes"] == 2  # evaluated with the trained CNN
 
 
 @pytest.mark.timeout(600)
@@ -57,5 +57,4 @@ def test_the_atari_configs_train_on_frames_end_to_end(config, tmp_path, no_shm_r
         "log.console=false", f"log.run_dir={tmp_path}"])
     result = Trainer(cfg).fit()
     assert result.global_step >= 3072 and result.checkpoint is not None
-    assert -21 <= result.eval["return_mean"] <= 21  # a Pong score, from the eval episode
-    assert result.eval["length_mean"] > 100
+    assert result.eval["episodes"] == 1 and result.eval["length_mean"] > 100
