@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fastrl.algos import ppo
 from fastrl.bench.zoo import ZOO, Linear, ZooEntry
 from fastrl.config import MainConfig
 
@@ -137,12 +138,12 @@ def from_zoo(entry: ZooEntry) -> PPOSettings:
 def from_fastrl(cfg: MainConfig) -> PPOSettings:
     """The settings of a fastrl PPO config."""
     a, infra = cfg.algo, cfg.infra
-    if a.name != "ppo":
+    if a.algorithm is not ppo.ALGORITHM:
         raise NoTwin(f"algo.name={a.name}: only PPO has a settings translation")
     if a.normalize_obs != a.normalize_reward:
         raise NoTwin("algo.normalize_obs != algo.normalize_reward: VecNormalize in the zoo's "
                      "use normalises both")
-    if a.core not in ("none", "lstm"):
+    if a.core == "gru":
         raise NoTwin(f"algo.core={a.core}: RecurrentPPO has an LSTM only")
     n_envs = infra.num_workers * infra.envs_per_worker
     return PPOSettings(
