@@ -120,3 +120,26 @@ def test_the_scenario_races_at_each_system_s_settings_and_at_equal_ones(tmp_path
         assert r["steps"] >= 1000 and r["solved_s"] is None and r["note"] == "capped"
     assert [r["race"] for r in doc["solve"]["races"]] == ["own", "fastrl's", "zoo's"]
     assert (tmp_path / "solve.png").stat().st_size > 0
+
+
+@pytest.mark.timeout(300)
+def test_a_ctrl_c_reports_the_runs_that_ended_before_it(tmp_path, no_shm_residue):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fastrl.bench", "--scenario", "solve", "--solve-tasks",
+         "cartpole-ppo", "--seeds", "2", "--peers", "", "--solve-max-steps", "1000",
+         "--out", str(tmp_path), "--no-plot"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "solve cartpole-ppo fastrl seed 101" not in line:  # the first run has ended
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, "the bench ended before its first run did"
+        proc.send_signal(signal.SIGINT)  # during the second seed's run
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, err
+    runs = json.loads((tmp_path / "bench.json").read_text())["solve"]["runs"]
+    assert [r["seed"] for r in runs][:1] == [101] and runs[0]["steps"] >= 1000
