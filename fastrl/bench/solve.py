@@ -21,9 +21,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -174,6 +178,35 @@ def judge(run: SolveRun, episodes: list[dict[str, str]], t0: float, threshold: f
             run.eval_s, run.eval_step = float(hit["time"]) - t0, int(float(hit["step"]))
 
 
+_CTRL_C = threading.Event()
+
+
+@contextmanager
+def ctrl_c_between_runs() -> Iterator[None]:
+    """Meanwhile a first Ctrl-C (SIGINT) only sets a flag, which the scenario raises as
+    KeyboardInterrupt where it can stop cleanly: after stopping the run it watches, or
+    before starting the next (raised anywhere, a library can mangle it: OmegaConf turned
+    one into an UnboundLocalError); a second one interrupts at once."""
+    def on_sigint(signum: int, frame: Any) -> None:
+        if _CTRL_C.is_set():
+            raise KeyboardInterrupt
+        _CTRL_C.set()
+
+    _CTRL_C.clear()
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        _CTRL_C.clear()
+
+
+def _stop_if_asked() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C came (:func:`ctrl_c_between_runs`)."""
+    if _CTRL_C.is_set():
+        raise KeyboardInterrupt
+
+
 def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: float,
                 max_steps: int, max_seconds: float, log: Path, window: int = WINDOW) -> float:
     """Start ``cmd``, watch its episode log until the task is solved, the caps are reached
@@ -184,7 +217,7 @@ def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: fl
         t0 = time.time()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
         try:
-            while proc.poll() is None:
+            while proc.poll() is None and not _CTRL_C.is_set():
                 time.sleep(POLL_S)
                 rows = read_rows(episodes_csv)
                 if first_solved([float(r["return"]) for r in rows], threshold,
@@ -196,6 +229,7 @@ def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: fl
                     break
         finally:
             stop(proc)
+        _stop_if_asked()  # (the run it cut short is no measurement)
         run.wall_s = time.time() - t0
         if proc.returncode not in (0, -signal.SIGINT, 130) and not run.note:
             run.note = f"exit code {proc.returncode} (see {log})"
@@ -309,12 +343,15 @@ def run_solve(tasks: list[str], seeds: list[int], extra: list[str] = (), peers: 
                            max_steps=min(task.max_steps, max_steps or task.max_steps))
             equals = equal_settings_runs(task) if peers and equal else []
             for seed in seeds:
+                _stop_if_asked()
                 runs.append(run_fastrl(task, seed, work, extra))
                 on_run(runs[-1])
                 for peer in (task.peers[:1] if first_peer else task.peers) if peers else ():
+                    _stop_if_asked()
                     runs.append(run_sb3(task, peer, seed, work))
                     on_run(runs[-1])
                 for system, settings in equals:
+                    _stop_if_asked()
                     runs.append(run_fastrl(task, seed, work, extra, settings)
                                 if system == "fastrl" else
                                 run_sb3(task, task.peers[0], seed, work, settings))

@@ -4,14 +4,20 @@ tests/cli/test_bench_solve.py.)"""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
+from fastrl.bench import solve
 from fastrl.bench.solve import (
     FASTRLS,
     OWN,
     WINDOW,
     ZOOS,
     SolveRun,
+    ctrl_c_between_runs,
     first_solved,
     judge,
     races,
@@ -91,3 +97,15 @@ def test_each_race_pairs_fastrl_and_sb3_trained_at_the_same_settings():
     rows = summarize(runs)
     assert {(r["system"], r["settings"]) for r in rows} == {
         ("fastrl", OWN), ("fastrl", ZOOS), ("SB3", OWN), ("SB3", FASTRLS)}
+
+
+def test_a_ctrl_c_waits_for_a_point_where_the_scenario_can_stop():
+    with ctrl_c_between_runs():
+        os.kill(os.getpid(), signal.SIGINT)  # mid-way through, say, OmegaConf: not raised
+        time.sleep(0.01)
+        with pytest.raises(KeyboardInterrupt):
+            solve._stop_if_asked()  # between runs: raised there
+        with pytest.raises(KeyboardInterrupt):  # a second one: at once
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    solve._stop_if_asked()  # the flag does not outlive the scenario
