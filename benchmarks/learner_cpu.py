@@ -102,7 +102,7 @@ def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
             one = np.broadcast_to(np.asarray(v, fields[k].dtype), fields[k].shape)
             batch[k] = torch.as_tensor(np.concatenate([one] * slots, axis=int(k not in PER_ENV)))
         samples = cfg.batch_size * cfg.algo.update_epochs
-        return (lambda: update.update(batch, cfg.algo.lr)), samples
+        return (lambda: update.update(batch, cfg.algo.lr, 0)), samples
     size = cfg.algo.replay.batch_size
     obs, act = (torch.as_tensor(np.asarray(batch_space(space, size).sample(), np.float32))
                 for space in (plan.obs_space, plan.act_space))

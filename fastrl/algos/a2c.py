@@ -23,7 +23,7 @@ class A2C(PPO):
     """PPO's optimizer and advantages, with A2C's single unclipped step per batch."""
 
     def update(self, batch: dict[str, torch.Tensor], lr: float,
-               step: int = 0) -> dict[str, torch.Tensor]:
+               step: int) -> dict[str, torch.Tensor]:
         """One gradient step of ``-adv * log_prob + vf_coef * value loss - ent_coef *
         entropy`` over the whole batch (unclipped: ``step`` changes nothing); returns the
         loss statistics as 0-d tensors on the batch's device."""

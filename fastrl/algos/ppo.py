@@ -176,7 +176,7 @@ class PPO:
         return annealed(cfg.clip_coef, cfg.anneal_clip, step, cfg.total_steps)
 
     def update(self, batch: dict[str, torch.Tensor], lr: float,
-               step: int = 0) -> dict[str, torch.Tensor]:
+               step: int) -> dict[str, torch.Tensor]:
         """Run ``update_epochs`` of minibatch PPO on ``batch``, clipped as at env step
         ``step`` (:meth:`clip_coef`); returns the loss statistics of the last epoch run
         (means over its minibatches) as 0-d tensors on the batch's device: nothing here

@@ -43,7 +43,7 @@ def test_a2c_steps_towards_the_rewarded_action_once_per_batch():
     before = p_rewarded()
     optimizer_steps = []
     for _ in range(5):
-        stats = update.update(batch, cfg.algo.lr)
+        stats = update.update(batch, cfg.algo.lr, 0)
         optimizer_steps.append(update.optimizer.state_dict()["state"][0]["step"].item())
     assert p_rewarded() > before + 0.05
     assert optimizer_steps == [1, 2, 3, 4, 5]  # one gradient step per batch

@@ -68,7 +68,7 @@ def test_stale_final_observations_never_reach_the_network():
     assert torch.allclose(everywhere, ppo._final_values_where_truncated(
         batch, after.clone(), value_after), atol=1e-6)
     assert torch.isclose(everywhere[1, 0], policy.value(torch.tensor([12]))[0], atol=1e-6)
-    stats = ppo.update(batch, 1e-3)
+    stats = ppo.update(batch, 1e-3, 0)
     assert torch.isfinite(stats["policy_loss"]) and torch.isfinite(stats["value_loss"])
 
 
@@ -85,7 +85,7 @@ def test_ppo_update_statistics_stay_on_the_device():
                  "log_prob": torch.full((T, N), -0.69), "value": torch.zeros(T, N),
                  "final_obs": torch.full((N, 1, 3), float("nan")),  # stale: never picked
                  "bootstrap_obs": torch.rand(N, 3)}
-        stats = algo.update(batch, 1e-3)
+        stats = algo.update(batch, 1e-3, 0)
         assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in stats.values())
         assert all(torch.isfinite(v) for v in stats.values()), (name, stats)
 
@@ -249,7 +249,7 @@ def test_padding_steps_of_a_multi_agent_batch_change_nothing(name):
         policy = ActorCritic(obs_space, act_space, [16])
         torch.manual_seed(1)
         algo = cfg.algorithm.make_update(cfg, policy, obs_space, act_space, "cpu")
-        stats = algo.update(b, 3e-3)
+        stats = algo.update(b, 3e-3, 0)
         return torch.cat([p.flatten() for p in policy.parameters()]), stats
 
     torch.manual_seed(2)

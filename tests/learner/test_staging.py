@@ -221,7 +221,7 @@ def test_ppo_update_never_waits_for_the_gpu():
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            stats = algo.update(tensors, 1e-3)
+            stats = algo.update(tensors, 1e-3, 0)
         finally:
             torch.cuda.set_sync_debug_mode("default")
         assert all(v.device.type == "cuda" for v in stats.values())

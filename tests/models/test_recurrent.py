@@ -151,7 +151,7 @@ def test_updates_train_a_recurrent_policy_on_whole_sequences(update):
     cfg = load_config(None, ["algo.num_minibatches=2", "algo.core=lstm"]).algo
     batch = batch_of(policy)
     before = [p.detach().clone() for p in policy.parameters()]
-    stats = update(policy, cfg).update(batch, 1e-3)
+    stats = update(policy, cfg).update(batch, 1e-3, 0)
     assert all(torch.isfinite(v) for v in stats.values())
     core = dict(policy.named_parameters())["core.weight_hh"]
     assert not torch.equal(core, before[[n for n, _ in policy.named_parameters()]
@@ -169,7 +169,7 @@ def test_ppo_minibatches_are_whole_env_sequences(monkeypatch):
         return evaluate(obs, action, first, state)
 
     monkeypatch.setattr(policy, "evaluate_sequences", spy)
-    PPO(policy, AlgoConfig(num_minibatches=2, update_epochs=1)).update(batch, 1e-3)
+    PPO(policy, AlgoConfig(num_minibatches=2, update_epochs=1)).update(batch, 1e-3, 0)
     assert seen == [((8, 2), 2), ((8, 2), 2)]  # [T, envs] from each env's stored state
 
 
