@@ -287,11 +287,14 @@ def main(argv: list[str] | None = None) -> int:
             seeds = list(range(args.first_seed, args.first_seed + args.seeds))
             # (kept as they end: a Ctrl-C reports the runs that finished before it)
             with ctrl_c_between_runs():
-                run_solve(args.solve_tasks, seeds, args.solve_override,
-                          peers="sb3" in args.peers, max_seconds=args.solve_max_seconds,
-                          max_steps=args.solve_max_steps, equal=not args.solve_own_only,
-                          first_peer=args.solve_first_peer,
-                          on_run=lambda run: (solve.append(run), _print_solve_run(run)))
+                for run in run_solve(args.solve_tasks, seeds, args.solve_override,
+                                     peers="sb3" in args.peers,
+                                     max_seconds=args.solve_max_seconds,
+                                     max_steps=args.solve_max_steps,
+                                     equal=not args.solve_own_only,
+                                     first_peer=args.solve_first_peer):
+                    solve.append(run)
+                    _print_solve_run(run)
         except KeyboardInterrupt:
             interrupted = _interrupted()
     results = [median(rs) for rs in repeats]

@@ -323,14 +323,12 @@ def equal_settings_runs(task: Task) -> list[tuple[str, str]]:
 
 def run_solve(tasks: list[str], seeds: list[int], extra: list[str] = (), peers: bool = True,
               max_seconds: float | None = None, max_steps: int | None = None,
-              equal: bool = True, first_peer: bool = False,
-              on_run=lambda run: None) -> list[SolveRun]:
-    """Every system of every task, on each of ``seeds``, one run at a time: for each seed
-    fastrl first, then each SB3 variant (when ``peers`` and SB3 is installed), then, when
-    ``equal``, SB3 at fastrl's settings and fastrl at the zoo's (``first_peer``: the first
-    SB3 variant only). ``max_seconds`` and
-    ``max_steps`` lower the tasks' caps; ``on_run`` sees each run as it ends."""
-    runs: list[SolveRun] = []
+              equal: bool = True, first_peer: bool = False) -> Iterator[SolveRun]:
+    """Every system of every task, on each of ``seeds``, one run at a time, each run as it
+    ends: for each seed fastrl first, then each SB3 variant (when ``peers`` and SB3 is
+    installed; ``first_peer``: the first only), then, when ``equal``, SB3 at fastrl's
+    settings and fastrl at the zoo's. ``max_seconds`` and ``max_steps`` lower the tasks'
+    caps."""
     if peers and not sb3_installed():
         print("solve: stable-baselines3 is not installed, fastrl runs alone "
               "(pip install -e '.[bench]')", file=sys.stderr)
@@ -344,19 +342,14 @@ def run_solve(tasks: list[str], seeds: list[int], extra: list[str] = (), peers: 
             equals = equal_settings_runs(task) if peers and equal else []
             for seed in seeds:
                 _stop_if_asked()
-                runs.append(run_fastrl(task, seed, work, extra))
-                on_run(runs[-1])
+                yield run_fastrl(task, seed, work, extra)
                 for peer in (task.peers[:1] if first_peer else task.peers) if peers else ():
                     _stop_if_asked()
-                    runs.append(run_sb3(task, peer, seed, work))
-                    on_run(runs[-1])
+                    yield run_sb3(task, peer, seed, work)
                 for system, settings in equals:
                     _stop_if_asked()
-                    runs.append(run_fastrl(task, seed, work, extra, settings)
-                                if system == "fastrl" else
-                                run_sb3(task, task.peers[0], seed, work, settings))
-                    on_run(runs[-1])
-    return runs
+                    yield (run_fastrl(task, seed, work, extra, settings) if system == "fastrl"
+                           else run_sb3(task, task.peers[0], seed, work, settings))
 
 
 def _median(values: list[float | None]) -> float | None:
