@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import optuna
@@ -40,12 +42,17 @@ def trials(out: Path) -> list[optuna.trial.FrozenTrial]:
 
 
 def states(out: Path) -> list[TrialState]:
-    """The states of the sweep's trials in ``out`` so far (none before its study exists)."""
-    if not (out / "study.db").exists():
+    """The states of the sweep's trials in ``out`` so far, read without writing.
+
+    ``optuna.load_study`` creates the tables it misses, which races the sweep's own
+    creation of them while the study is new; a read-only query cannot."""
+    db = out / "study.db"
+    if not db.exists():
         return []
     try:
-        return [t.state for t in trials(out)]
-    except KeyError:  # (the database is there, the study not yet)
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as con:
+            return [TrialState[name] for (name,) in con.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:  # (the file is there, its tables not yet)
         return []
 
 
