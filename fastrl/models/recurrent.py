@@ -5,9 +5,15 @@ core in the same place).
 The core's state is one float32 vector per env (``state_size``; an LSTM's is ``h`` and
 ``c`` joined). Workers keep each env's state, zero it where an episode starts, and store
 every env's state at a slot's first step in the slot (``core_state``); the learner replays
-each env's sequence of the slot from that state (:meth:`RecurrentActorCritic.unroll`),
-zeroing it again where an episode starts within the slot. Back-propagation is truncated at
-the slot's first step: the stored state is a constant.
+each env's sequence of the slot from that state, zeroing it again where an episode starts
+within the slot. Back-propagation is truncated at the slot's first step: the stored state is
+a constant.
+
+The learner's replay (:meth:`RecurrentActorCritic.evaluate_sequences`, every gradient step)
+is one call of torch's sequence kernel (``torch.lstm`` / ``torch.gru``, with the cell's own
+weights) over every episode piece of the minibatch, each piece a column of its own starting
+from its state: a Python loop of one cell call per step costs 3-7x as much on the CPU, in
+per-op overhead (tests and numbers: docs/bench.md, "The recurrent replay").
 """
 
 from __future__ import annotations
@@ -92,6 +98,44 @@ class RecurrentActorCritic(Heads):
             states.append(state)
         return torch.stack(states)
 
+    def outputs(self, obs: torch.Tensor, first: torch.Tensor,
+                state: torch.Tensor) -> torch.Tensor:
+        """What the heads read after each step of sequences ``obs`` ``[T, B, ...]`` from
+        ``state``, zeroed before the steps where ``first``: ``[T, B, core_size]``, as
+        :meth:`unroll` gives it, in one call of the sequence kernel.
+
+        Each episode piece (an env's steps from the slot's start or an episode's start to
+        the next start) becomes a column of its own, padded at its end to the longest
+        piece: padding after a piece's last step cannot change its outputs.
+        """
+        x = self._features(obs)
+        steps, envs = first.shape
+        starts = first.T.clone()  # [B, T]: env-major, so that each piece is contiguous
+        starts[:, 0] = True
+        starts = starts.flatten()
+        piece = starts.cumsum(0) - 1  # the piece of each (env, step)
+        begins = starts.nonzero().squeeze(1)
+        at = torch.arange(steps * envs, device=x.device) - begins[piece]  # step in piece
+        columns = x.new_zeros(int(at.max()) + 1, len(begins), x.shape[-1])
+        columns[at, piece] = x.transpose(0, 1).reshape(steps * envs, -1)
+        initial = state.new_zeros(len(begins), state.shape[-1])
+        initial[piece[::steps]] = state * (~first[0]).unsqueeze(-1).to(state.dtype)
+        out = self._run_core(columns, initial)
+        return out[at, piece].view(envs, steps, -1).transpose(0, 1)
+
+    def _run_core(self, x: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
+        """The core's ``h`` after each step of ``x`` ``[L, S, F]`` from states ``initial``
+        ``[S, state_size]``, by torch's sequence kernel over the cell's weights (which
+        nn.LSTM and nn.GRU lay out as the cells do)."""
+        cell = self.core
+        weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        if isinstance(cell, nn.LSTMCell):
+            h, c = (part.unsqueeze(0).contiguous() for part in initial.chunk(2, -1))
+            return torch.lstm(x, (h, c), weights, True, 1, 0.0, self.training, False,
+                              False)[0]
+        return torch.gru(x, initial.unsqueeze(0).contiguous(), weights, True, 1, 0.0,
+                         self.training, False, False)[0]
+
     def _output(self, state: torch.Tensor) -> torch.Tensor:
         """What the heads read of a state: its ``h``."""
         return state[..., :self.core_size]
@@ -114,8 +158,8 @@ class RecurrentActorCritic(Heads):
     def evaluate_sequences(self, obs: torch.Tensor, action: torch.Tensor,
                            first: torch.Tensor, state: torch.Tensor):
         """``(log_prob, entropy, value)`` ``[T, B]`` of stored actions ``[T, B, ...]``,
-        replaying each sequence from its stored ``state`` (see :meth:`unroll`)."""
-        out = self._output(self.unroll(obs, first, state))
+        replaying each sequence from its stored ``state`` (see :meth:`outputs`)."""
+        out = self.outputs(obs, first, state)
         log_prob, entropy = self._log_prob_entropy(self._masked(self.actor(out), obs),
                                                    self._flat_action(action))
         return log_prob, entropy, self.critic(out).squeeze(-1)

@@ -91,6 +91,32 @@ def test_the_learner_replays_what_the_worker_did(core):
         assert first[3].all() and not first[[0, 1, 2, 4, 5]].any()
 
 
+@pytest.mark.parametrize("core", ["lstm", "gru"])
+def test_the_sequence_kernel_replays_as_the_cell_does_step_by_step(core):
+    torch.manual_seed(0)
+    policy = recurrent(core)
+    obs, state = torch.randn(9, 5, 3), torch.randn(5, policy.state_size)
+    first = torch.rand(9, 5) < 0.3  # (a reset at step 0 zeroes the stored state too)
+    first[:, 0] = False  # one piece as long as the slot
+    first[1:, 1] = True  # pieces of one step
+    first[0, 2] = True
+    params = list(policy.parameters())
+
+    def outputs_and_grads(outputs):
+        out = outputs()
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out))
+                                    .sum(), params, allow_unused=True)
+        return out, [g for g in grads if g is not None]
+
+    kernel, kernel_grads = outputs_and_grads(lambda: policy.outputs(obs, first, state))
+    steps, step_grads = outputs_and_grads(
+        lambda: policy.unroll(obs, first, state)[..., :policy.core_size])
+    torch.testing.assert_close(kernel, steps, atol=1e-6, rtol=1e-5)
+    assert len(kernel_grads) == len(step_grads) > 0
+    for a, b in zip(kernel_grads, step_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_a_slot_stores_the_state_mid_episode():
     # episodes of 3 steps, slots of 4: the second slot starts one step into an episode
     torch.manual_seed(0)
