@@ -86,6 +86,10 @@ class AlgoSettings:
                         "env's state kept by the workers, sequences replayed by the learner)",
                         choices=CORES)
     core_size: int = setting(128, "units of algo.core", gt=0)
+    shared_core: bool = setting(True, "one algo.core feeds actor and critic; false: the "
+                                "critic has a core of its own, of the same kind and size "
+                                "(sb3-contrib RecurrentPPO's shared_lstm=False, "
+                                "enable_critic_lstm=True)")
     normalize_reward: bool = setting(False, "scale the rewards trained on by the running std "
                                      "of discounted returns (SB3 VecNormalize's; the "
                                      "actor-critic algorithms; logged returns stay the env's)")
@@ -355,9 +359,12 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
                 raise ConfigError(f"config key '{prefix}{f.name}={value}': {problem}")
     algo = cfg.algo.algorithm
     check_config_pairs(cfg)  # (the features that do not combine: fastrl.compat)
-    if cfg.algo.core == NO_CORE and changed_from_default(cfg.algo, ["core_size"]):
-        raise ConfigError(f"config key 'algo.core_size={cfg.algo.core_size}' sizes a "
-                          "recurrent core; algo.core=none has none: set algo.core=lstm or gru")
+    if cfg.algo.core == NO_CORE:
+        for key in ("core_size", "shared_core"):
+            if changed_from_default(cfg.algo, [key]):
+                raise ConfigError(f"config key 'algo.{key}={getattr(cfg.algo, key)}' shapes a "
+                                  "recurrent core; algo.core=none has none: set algo.core="
+                                  "lstm or gru")
     if cfg.env.fn and cfg.env.vector_fn:
         raise ConfigError(f"config keys 'env.fn={cfg.env.fn}' and 'env.vector_fn="
                           f"{cfg.env.vector_fn}': give one env factory, not both")

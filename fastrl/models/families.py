@@ -46,7 +46,7 @@ def build_actor_critic(obs: gym.Space, act: gym.Space, algo: Any) -> nn.Module:
         return ActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
                            **heads)
     return RecurrentActorCritic(obs, act, algo.hidden_sizes, algo.encoder, algo.normalize_obs,
-                                algo.core, algo.core_size, **heads)
+                                algo.core, algo.core_size, algo.shared_core, **heads)
 
 
 def _not_discrete(space: gym.Space) -> str | None:

@@ -52,27 +52,36 @@ def episode_starts(terminated: torch.Tensor, truncated: torch.Tensor) -> torch.T
 
 class RecurrentActorCritic(Heads):
     """The actor-critic of fastrl.models.policy with an LSTM or GRU cell of ``core_size``
-    units between the encoder and the actor and critic MLPs (which the actor and critic
-    share, as the encoder). ``heads``: the keywords of :class:`Heads` (``activation``,
-    ``log_std_init``); without ``ortho_init`` the cell too keeps torch's init."""
+    units between the encoder and the actor and critic MLPs. The actor and critic share the
+    encoder, and the cell too unless ``shared_core`` is False: then the critic has a cell of
+    its own (``critic_core``; sb3-contrib's RecurrentPPO default), and an env's state is
+    the actor cell's then the critic cell's. ``heads``: the keywords of :class:`Heads`
+    (``activation``, ``log_std_init``); without ``ortho_init`` the cells too keep torch's
+    init."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, hidden: list[int],
                  encoder: str = "auto", normalize_obs: bool = False, core: str = "lstm",
-                 core_size: int = 128, ortho_init: bool = True, **heads: Any):
+                 core_size: int = 128, shared_core: bool = True, ortho_init: bool = True,
+                 **heads: Any):
         super().__init__(obs_space, act_space, hidden, encoder, normalize_obs,
                          head_inputs=core_size, ortho_init=ortho_init, **heads)
         if core not in CORES[1:]:
             raise ValueError(f"unknown core {core!r}; known: {', '.join(CORES[1:])}")
         cell = nn.LSTMCell if core == "lstm" else nn.GRUCell
         self.core = cell(self._features.size, core_size)
-        if ortho_init:
-            for name, param in self.core.named_parameters():
-                if name.startswith("bias"):
+        self.critic_core = None if shared_core else cell(self._features.size, core_size)
+        for name, param in self.named_parameters() if ortho_init else ():
+            if name.startswith(("core.", "critic_core.")):
+                if ".bias" in name:
                     nn.init.zeros_(param)
                 else:
                     nn.init.orthogonal_(param, 1.0)
         self.core_size = core_size
-        self.state_size = 2 * core_size if core == "lstm" else core_size
+        self.state_size = len(self._cores()) * (2 * core_size if core == "lstm" else core_size)
+
+    def _cores(self) -> tuple[nn.Module, ...]:
+        """The cells, in the order their states are joined in an env's state."""
+        return (self.core,) if self.critic_core is None else (self.core, self.critic_core)
 
     def initial_state(self, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
         """The state of ``n`` envs at an episode's first step: zeros ``[n, state_size]``."""
@@ -80,10 +89,9 @@ class RecurrentActorCritic(Heads):
 
     def _step(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """The state after one step of features ``x`` ``[B, F]`` from ``state``."""
-        if isinstance(self.core, nn.LSTMCell):
-            h, c = self.core(x, state.chunk(2, -1))
-            return torch.cat([h, c], -1)
-        return self.core(x, state)
+        cores = self._cores()
+        return torch.cat([_cell_step(cell, x, part)
+                          for cell, part in zip(cores, state.chunk(len(cores), -1))], -1)
 
     def unroll(self, obs: torch.Tensor, first: torch.Tensor,
                state: torch.Tensor) -> torch.Tensor:
@@ -99,10 +107,11 @@ class RecurrentActorCritic(Heads):
         return torch.stack(states)
 
     def outputs(self, obs: torch.Tensor, first: torch.Tensor,
-                state: torch.Tensor) -> torch.Tensor:
-        """What the heads read after each step of sequences ``obs`` ``[T, B, ...]`` from
-        ``state``, zeroed before the steps where ``first``: ``[T, B, core_size]``, as
-        :meth:`unroll` gives it, in one call of the sequence kernel.
+                state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the actor and the critic read after each step of sequences ``obs`` ``[T, B,
+        ...]`` from ``state``, zeroed before the steps where ``first``: ``[T, B,
+        core_size]`` each, as :meth:`unroll` gives them, in one call of the sequence kernel
+        per cell.
 
         Each episode piece (an env's steps from the slot's start or an episode's start to
         the next start) becomes a column of its own, padded at its end to the longest
@@ -120,66 +129,80 @@ class RecurrentActorCritic(Heads):
         columns[at, piece] = x.transpose(0, 1).reshape(steps * envs, -1)
         initial = state.new_zeros(len(begins), state.shape[-1])
         initial[piece[::steps]] = state * (~first[0]).unsqueeze(-1).to(state.dtype)
-        out = self._run_core(columns, initial)
-        return out[at, piece].view(envs, steps, -1).transpose(0, 1)
+        cores = self._cores()
+        out = [_run_cell(cell, columns, part, self.training)[at, piece]
+               .view(envs, steps, -1).transpose(0, 1)
+               for cell, part in zip(cores, initial.chunk(len(cores), -1))]
+        return out[0], out[-1]
 
-    def _run_core(self, x: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
-        """The core's ``h`` after each step of ``x`` ``[L, S, F]`` from states ``initial``
-        ``[S, state_size]``, by torch's sequence kernel over the cell's weights (which
-        nn.LSTM and nn.GRU lay out as the cells do)."""
-        cell = self.core
-        weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
-        if isinstance(cell, nn.LSTMCell):
-            h, c = (part.unsqueeze(0).contiguous() for part in initial.chunk(2, -1))
-            return torch.lstm(x, (h, c), weights, True, 1, 0.0, self.training, False,
-                              False)[0]
-        return torch.gru(x, initial.unsqueeze(0).contiguous(), weights, True, 1, 0.0,
-                         self.training, False, False)[0]
-
-    def _output(self, state: torch.Tensor) -> torch.Tensor:
-        """What the heads read of a state: its ``h``."""
-        return state[..., :self.core_size]
+    def _read(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the actor and the critic read of a state: the ``h`` of their cells."""
+        parts = state.chunk(len(self._cores()), -1)
+        return parts[0][..., :self.core_size], parts[-1][..., :self.core_size]
 
     def value(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """The values of observations ``[B, ...]`` seen from ``state`` ``[B, state_size]``
         (the state after the step before them)."""
-        out = self._step(self._features(obs), state)
-        return self.critic(self._output(out)).squeeze(-1)
+        _, critic_in = self._read(self._step(self._features(obs), state))
+        return self.critic(critic_in).squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False):
         """``(action, log_prob, value, next_state)`` for a batch of observations and the
         envs' states; ``deterministic`` takes the mode (evaluation)."""
         state = self._step(self._features(obs), state)
-        out = self._output(state)
-        action, log_prob = self._choose(self._masked(self.actor(out), obs), deterministic)
-        return action, log_prob, self.critic(out).squeeze(-1), state
+        actor_in, critic_in = self._read(state)
+        action, log_prob = self._choose(self._masked(self.actor(actor_in), obs), deterministic)
+        return action, log_prob, self.critic(critic_in).squeeze(-1), state
 
     def evaluate_sequences(self, obs: torch.Tensor, action: torch.Tensor,
                            first: torch.Tensor, state: torch.Tensor):
         """``(log_prob, entropy, value)`` ``[T, B]`` of stored actions ``[T, B, ...]``,
         replaying each sequence from its stored ``state`` (see :meth:`outputs`)."""
-        out = self.outputs(obs, first, state)
-        log_prob, entropy = self._log_prob_entropy(self._masked(self.actor(out), obs),
+        actor_in, critic_in = self.outputs(obs, first, state)
+        log_prob, entropy = self._log_prob_entropy(self._masked(self.actor(actor_in), obs),
                                                    self._flat_action(action))
-        return log_prob, entropy, self.critic(out).squeeze(-1)
+        return log_prob, entropy, self.critic(critic_in).squeeze(-1)
+
+
+def _cell_step(cell: nn.Module, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """An LSTM or GRU cell's state after one step of ``x`` from ``state`` (an LSTM's ``h``
+    and ``c`` joined)."""
+    if isinstance(cell, nn.LSTMCell):
+        return torch.cat(cell(x, state.chunk(2, -1)), -1)
+    return cell(x, state)
+
+
+def _run_cell(cell: nn.Module, x: torch.Tensor, initial: torch.Tensor,
+              training: bool) -> torch.Tensor:
+    """A cell's ``h`` after each step of ``x`` ``[L, S, F]`` from its states ``initial``
+    ``[S, ...]``, by torch's sequence kernel over the cell's weights (which nn.LSTM and
+    nn.GRU lay out as the cells do)."""
+    weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+    if isinstance(cell, nn.LSTMCell):
+        h, c = (part.unsqueeze(0).contiguous() for part in initial.chunk(2, -1))
+        return torch.lstm(x, (h, c), weights, True, 1, 0.0, training, False, False)[0]
+    return torch.gru(x, initial.unsqueeze(0).contiguous(), weights, True, 1, 0.0, training,
+                     False, False)[0]
 
 
 def describe_core(plan: Any) -> dict[str, Any] | None:
     """The recurrent core of a run's built-in network (``algo.core``; fastrl.describe's
-    part ``rollout.core``): its kind, units and the floats of state a slot keeps per env;
-    None without one."""
+    part ``rollout.core``): its kind, units, whether actor and critic share it and the
+    floats of state a slot keeps per env; None without one."""
     algo = plan.cfg.algo
     if algo.core == NO_CORE:
         return None
-    return {"kind": algo.core, "size": algo.core_size,
+    return {"kind": algo.core, "size": algo.core_size, "shared": algo.shared_core,
             "state_floats": plan.layout.shape_of("core_state")[1]}
 
 
 def core_lines(core: dict[str, Any]) -> list[str]:
     """Its line in the rollout box of ``python -m fastrl.describe``."""
     article = "an" if core["kind"] == "lstm" else "a"
-    return [f"recurrent: {article} {core['kind'].upper()} core of {core['size']:,} units; "
+    whose = "" if core["shared"] else " for the actor and one for the critic"
+    return [f"recurrent: {article} {core['kind'].upper()} core of {core['size']:,} units"
+            f"{whose}; "
             f"each env's state ({core['state_floats']:,} floats) is kept by its worker, "
             "zeroed where an episode starts and stored at each slot's first step; the "
             "learner replays each env's sequence from it and minibatches whole sequences"]

@@ -292,7 +292,8 @@ def test_a_dict_observation_s_leaves_and_mask_are_shown():
 @pytest.mark.parametrize("core, floats", [("lstm", 24), ("gru", 12)])
 def test_a_recurrent_run_says_so_and_its_slots_hold_the_states(core, floats):
     report, plan = report_of([*TINY, f"algo.core={core}", "algo.core_size=12"])
-    assert report["rollout"]["core"] == {"kind": core, "size": 12, "state_floats": floats}
+    assert report["rollout"]["core"] == {"kind": core, "size": 12, "shared": True,
+                                         "state_floats": floats}
     state = next(f for f in plan.layout.fields if f.name == "core_state")
     assert state.shape == (plan.cfg.infra.envs_per_worker, floats)
     # the states are not final observations: the rows saved are counted without them
@@ -302,6 +303,11 @@ def test_a_recurrent_run_says_so_and_its_slots_hold_the_states(core, floats):
     assert f"recurrent: {article} {core.upper()} core of 12 units; each env's state " \
         f"({floats} floats) is kept by its worker" in one_line(report)
     assert report_of(TINY)[0]["rollout"]["core"] is None
+    own, _ = report_of([*TINY, f"algo.core={core}", "algo.core_size=12",
+                        "algo.shared_core=false"])
+    assert own["rollout"]["core"]["state_floats"] == 2 * floats
+    assert f"{core.upper()} core of 12 units for the actor and one for the critic; each " \
+        f"env's state ({2 * floats} floats)" in one_line(own)
 
 
 def test_a_multi_agent_run_shows_agents_times_envs_rows():

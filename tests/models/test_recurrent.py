@@ -38,9 +38,10 @@ COUNT = spaces.Box(-1e9, 1e9, (1,), np.float32)  # Count-v0's observations
 THREE = spaces.Discrete(3)
 
 
-def recurrent(core: str, obs_space=BOX, act_space=THREE) -> RecurrentActorCritic:
-    policy = build_actor_critic(obs_space, act_space, AlgoConfig(hidden_sizes=[8], core=core,
-                                                                 core_size=6))
+def recurrent(core: str, obs_space=BOX, act_space=THREE,
+              shared: bool = True) -> RecurrentActorCritic:
+    policy = build_actor_critic(obs_space, act_space, AlgoConfig(
+        hidden_sizes=[8], core=core, core_size=6, shared_core=shared))
     assert isinstance(policy, RecurrentActorCritic)
     return policy
 
@@ -73,12 +74,16 @@ def assert_replayed(policy: RecurrentActorCritic, slot: dict[str, np.ndarray]) -
     return first
 
 
-@pytest.mark.parametrize("core", ["lstm", "gru"])
-def test_the_learner_replays_what_the_worker_did(core):
+CORE_KINDS = [("lstm", True), ("gru", True), ("lstm", False), ("gru", False)]
+CORE_IDS = ["lstm", "gru", "lstm-critic-own", "gru-critic-own"]
+
+
+@pytest.mark.parametrize("core, shared", CORE_KINDS, ids=CORE_IDS)
+def test_the_learner_replays_what_the_worker_did(core, shared):
     # Episodes of 3 steps in slots of 6: one ends at each slot's last step, so the next
     # slot's stored state must be zeros, and one ends mid-slot, where the replay resets.
     torch.manual_seed(0)
-    policy = recurrent(core, COUNT, spaces.Discrete(2))
+    policy = recurrent(core, COUNT, spaces.Discrete(2), shared)
     coll, layout = collector(policy, rollout_len=6)
     assert isinstance(coll.act, RecurrentActor)
     first_slot = fill(coll, layout, 0)
@@ -91,10 +96,10 @@ def test_the_learner_replays_what_the_worker_did(core):
         assert first[3].all() and not first[[0, 1, 2, 4, 5]].any()
 
 
-@pytest.mark.parametrize("core", ["lstm", "gru"])
-def test_the_sequence_kernel_replays_as_the_cell_does_step_by_step(core):
+@pytest.mark.parametrize("core, shared", CORE_KINDS, ids=CORE_IDS)
+def test_the_sequence_kernel_replays_as_the_cell_does_step_by_step(core, shared):
     torch.manual_seed(0)
-    policy = recurrent(core)
+    policy = recurrent(core, shared=shared)
     obs, state = torch.randn(9, 5, 3), torch.randn(5, policy.state_size)
     first = torch.rand(9, 5) < 0.3  # (a reset at step 0 zeroes the stored state too)
     first[:, 0] = False  # one piece as long as the slot
@@ -108,13 +113,35 @@ def test_the_sequence_kernel_replays_as_the_cell_does_step_by_step(core):
                                     .sum(), params, allow_unused=True)
         return out, [g for g in grads if g is not None]
 
-    kernel, kernel_grads = outputs_and_grads(lambda: policy.outputs(obs, first, state))
+    kernel, kernel_grads = outputs_and_grads(
+        lambda: torch.cat(policy.outputs(obs, first, state), -1))
     steps, step_grads = outputs_and_grads(
-        lambda: policy.unroll(obs, first, state)[..., :policy.core_size])
+        lambda: torch.cat(policy._read(policy.unroll(obs, first, state)), -1))
     torch.testing.assert_close(kernel, steps, atol=1e-6, rtol=1e-5)
     assert len(kernel_grads) == len(step_grads) > 0
     for a, b in zip(kernel_grads, step_grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("core", ["lstm", "gru"])
+def test_a_critic_with_a_core_of_its_own_trains_it_alone(core):
+    torch.manual_seed(0)
+    policy, shared = recurrent(core, shared=False), recurrent(core)
+    assert policy.state_size == 2 * shared.state_size
+    obs, first = torch.randn(5, 4, 3), torch.zeros(5, 4, dtype=torch.bool)
+    state = torch.randn(4, policy.state_size)
+    log_prob, _, value = policy.evaluate_sequences(obs, torch.zeros(5, 4, dtype=torch.long),
+                                                   first, state)
+    grads = dict(zip(dict(policy.named_parameters()), torch.autograd.grad(
+        value.sum(), list(policy.parameters()), allow_unused=True)))
+    assert grads["core.weight_hh"] is None and grads["actor.0.weight"] is None
+    assert grads["critic_core.weight_hh"].abs().sum() > 0
+    # the actor reads the first half of the state, the critic the second
+    _, _, value_again = policy.evaluate_sequences(
+        obs, torch.zeros(5, 4, dtype=torch.long), first,
+        torch.cat([torch.zeros_like(state[:, :shared.state_size]),
+                   state[:, shared.state_size:]], -1))
+    torch.testing.assert_close(value_again, value)
 
 
 def test_a_slot_stores_the_state_mid_episode():
@@ -206,6 +233,7 @@ def test_ppo_minibatches_are_whole_env_sequences(monkeypatch):
       "algo.num_minibatches=2", "infra.rollout_len=8"], "whole sequences"),
     (["algo.core=rnn"], "algo.core"),
     (["algo.core_size=64"], "algo.core=none has none"),
+    (["algo.shared_core=false"], "algo.core=none has none"),
 ])
 def test_the_config_refuses_a_core_where_it_cannot_apply(overrides, words):
     with pytest.raises(ConfigError, match=words):
