@@ -30,7 +30,7 @@ def test_every_setting_has_a_twin_in_the_table():
     assert set(TWINS) == {f.name for f in dataclasses.fields(PPOSettings)}
 
 
-@pytest.mark.parametrize("task", ["cartpole-ppo", "hopper-ppo", "identity-masked-ppo"])
+@pytest.mark.parametrize("task", PPO_TASKS)
 def test_fastrl_given_the_zoo_s_settings_reads_back_as_the_zoo_s(task):
     cfg = shipped_config(task)
     zoo = from_zoo(ZOO[task])
@@ -65,8 +65,12 @@ def test_the_zoo_s_cartpole_entry_in_sb3_s_terms():
 
 
 def test_what_has_no_twin_is_refused_with_the_reason():
-    with pytest.raises(NoTwin, match="share one LSTM"):
-        from_zoo(ZOO["cartpole-novel-lstm"])  # the zoo's critic has an LSTM of its own
+    lstm = ZOO["cartpole-novel-lstm"]
+    assert from_zoo(lstm).critic_lstm  # the zoo's critic has an LSTM of its own
+    no_critic_lstm = dataclasses.replace(lstm, policy_kwargs={
+        **lstm.policy_kwargs, "enable_critic_lstm": False})
+    with pytest.raises(NoTwin, match="reads a core"):
+        from_zoo(no_critic_lstm)
     with pytest.raises(NoTwin, match="only the PPO family"):
         from_zoo(ZOO["halfcheetah-sac"])
     with pytest.raises(NoTwin, match="only PPO"):
