@@ -49,7 +49,7 @@ class PPOSettings:
     gamma: float
     gae_lambda: float
     ent_coef: float
-    vf_coef: float
+    vf_coef: float  # weight of the mean squared value error (SB3's vf_coef: see TWINS)
     max_grad_norm: float
     hidden: tuple[int, ...]  # actor and critic MLPs alike
     activation: str  # tanh | relu
@@ -75,7 +75,8 @@ TWINS: dict[str, tuple[str, str]] = {
     "gamma": ("algo.gamma", "gamma"),
     "gae_lambda": ("algo.gae_lambda", "gae_lambda"),
     "ent_coef": ("algo.ent_coef", "ent_coef"),
-    "vf_coef": ("algo.vf_coef", "vf_coef"),
+    # fastrl's value loss is half the squared error (CleanRL's), SB3's the whole
+    "vf_coef": ("algo.vf_coef / 2", "vf_coef"),
     "max_grad_norm": ("algo.max_grad_norm", "max_grad_norm"),
     "hidden": ("algo.hidden_sizes", "policy_kwargs net_arch=dict(pi=..., vf=...)"),
     "activation": ("algo.activation", "policy_kwargs activation_fn"),
@@ -154,7 +155,7 @@ def from_fastrl(cfg: MainConfig) -> PPOSettings:
         minibatch=n_envs * infra.rollout_len // a.num_minibatches, epochs=a.update_epochs,
         lr=a.lr, lr_decays=a.anneal_lr, clip=a.clip_coef, clip_decays=a.anneal_clip,
         value_clip=a.clip_vloss, gamma=a.gamma, gae_lambda=a.gae_lambda,
-        ent_coef=a.ent_coef, vf_coef=a.vf_coef, max_grad_norm=a.max_grad_norm,
+        ent_coef=a.ent_coef, vf_coef=a.vf_coef / 2, max_grad_norm=a.max_grad_norm,
         hidden=tuple(a.hidden_sizes), activation=a.activation, ortho_init=a.ortho_init,
         log_std_init=a.log_std_init, normalize=a.normalize_obs, total_steps=a.total_steps,
         lstm=a.core_size if a.core == "lstm" else 0,
@@ -178,7 +179,7 @@ def to_fastrl(s: PPOSettings, num_workers: int) -> list[str]:
         f"algo.anneal_clip={str(s.clip_decays).lower()}",
         f"algo.clip_vloss={str(s.value_clip).lower()}", f"algo.gamma={s.gamma}",
         f"algo.gae_lambda={s.gae_lambda}", f"algo.ent_coef={s.ent_coef}",
-        f"algo.vf_coef={s.vf_coef}", f"algo.max_grad_norm={s.max_grad_norm}",
+        f"algo.vf_coef={2 * s.vf_coef}", f"algo.max_grad_norm={s.max_grad_norm}",
         f"algo.hidden_sizes={hidden}", f"algo.activation={s.activation}",
         f"algo.ortho_init={str(s.ortho_init).lower()}", f"algo.log_std_init={s.log_std_init}",
         f"algo.normalize_obs={str(s.normalize).lower()}",

@@ -64,6 +64,17 @@ def test_the_zoo_s_cartpole_entry_in_sb3_s_terms():
     assert {k: kw[k] for k in ZOO["cartpole-ppo"].kwargs} == ZOO["cartpole-ppo"].kwargs
 
 
+def test_the_value_loss_weighs_the_same_in_both_systems():
+    # SB3: vf_coef * mean((R - V)^2); fastrl: algo.vf_coef * 0.5 * mean((R - V)^2)
+    cfg = shipped_config("cartpole-ppo")
+    assert sb3_at_fastrl("cartpole-ppo", cfg).kwargs["vf_coef"] == cfg.algo.vf_coef / 2
+    hopper = ZOO["hopper-ppo"]
+    at_zoo = load_config(CONFIGS / TASKS["hopper-ppo"].config,
+                         [*TASKS["hopper-ppo"].overrides,
+                          *fastrl_at_zoo("hopper-ppo", shipped_config("hopper-ppo"))])
+    assert at_zoo.algo.vf_coef == 2 * hopper.kwargs["vf_coef"]
+
+
 def test_what_has_no_twin_is_refused_with_the_reason():
     lstm = ZOO["cartpole-novel-lstm"]
     assert from_zoo(lstm).critic_lstm  # the zoo's critic has an LSTM of its own
