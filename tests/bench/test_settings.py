@@ -45,11 +45,20 @@ def test_fastrl_given_the_zoo_s_settings_reads_back_as_the_zoo_s(task):
 def test_sb3_given_fastrl_s_settings_reads_back_as_fastrl_s(task):
     cfg = shipped_config(task)
     entry = sb3_at_fastrl(task, cfg)
-    if task == "cartpole-novel-lstm":  # one LSTM shared, as fastrl's
-        assert entry.policy_kwargs["shared_lstm"] and not entry.policy_kwargs[
+    if task == "cartpole-novel-lstm":  # the critic's own LSTM, as fastrl's config has it
+        assert not cfg.algo.shared_core
+        assert not entry.policy_kwargs["shared_lstm"] and entry.policy_kwargs[
             "enable_critic_lstm"]
     assert from_zoo(entry) == from_fastrl(cfg)
     assert (entry.env_id, entry.algo) == (ZOO[task].env_id, ZOO[task].algo)
+
+
+def test_one_shared_lstm_is_shared_lstm_in_sb3_s_terms():
+    task = "cartpole-novel-lstm"
+    cfg = load_config(CONFIGS / TASKS[task].config, ["algo.shared_core=true"])
+    entry = sb3_at_fastrl(task, cfg)
+    assert entry.policy_kwargs["shared_lstm"] and not entry.policy_kwargs["enable_critic_lstm"]
+    assert from_zoo(entry) == from_fastrl(cfg) and not from_fastrl(cfg).critic_lstm
 
 
 def test_the_zoo_s_cartpole_entry_in_sb3_s_terms():
