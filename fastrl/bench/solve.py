@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from fastrl.bench.report import pyplot, save_figure
-from fastrl.bench.settings import NoTwin, fastrl_at_zoo, sb3_at_fastrl
+from fastrl.bench.settings import NoTwin, fastrl_at_zoo, from_fastrl, from_zoo, sb3_at_fastrl
+from fastrl.bench.zoo import ZOO
 from fastrl.config import MainConfig, load_config
 
 WINDOW = 20  # training episodes in the solve criterion's mean
@@ -302,12 +303,21 @@ def sb3_installed() -> bool:
     return importlib.util.find_spec("stable_baselines3") is not None
 
 
-def equal_settings_runs(task: Task) -> list[tuple[str, str]]:
-    """The equal-settings runs ``task`` has a translation for, as (system, settings): SB3's
-    first variant at fastrl's settings, fastrl at the zoo's; each one that lacks a twin is
-    said on stderr and left out."""
+#: the note of an equal-settings run that is its system's own-settings run counted again
+SAME_SETTINGS = "its own-settings run: the settings coincide"
+
+
+def equal_settings_runs(task: Task, extra: Sequence[str] = ()) -> list[tuple[str, str, bool]]:
+    """The equal-settings runs ``task`` has a translation for, as (system, settings, same):
+    SB3's first variant at fastrl's settings, fastrl at the zoo's; each one that lacks a
+    twin is said on stderr and left out. ``same``: fastrl's shipped settings (no ``extra``
+    overrides) are the zoo's, so each system's own-settings run is that race's run too."""
     runs = []
     cfg = shipped_config(task.name)
+    try:
+        same = not extra and from_fastrl(cfg) == from_zoo(ZOO[task.name])
+    except NoTwin:
+        same = False
     for system, settings, translate in (
             (task.peers[0].name, FASTRLS, lambda: sb3_at_fastrl(task.name, cfg)),
             ("fastrl", ZOOS, lambda: fastrl_at_zoo(task.name, cfg))):
@@ -317,7 +327,7 @@ def equal_settings_runs(task: Task) -> list[tuple[str, str]]:
             print(f"solve: {task.name}: no race at the {settings} settings: {e}",
                   file=sys.stderr)
             continue
-        runs.append((system, settings))
+        runs.append((system, settings, same))
     return runs
 
 
@@ -339,15 +349,20 @@ def run_solve(tasks: list[str], seeds: list[int], extra: list[str] = (), peers: 
             task = TASKS[name]
             task = replace(task, max_seconds=min(task.max_seconds, max_seconds or math.inf),
                            max_steps=min(task.max_steps, max_steps or task.max_steps))
-            equals = equal_settings_runs(task) if peers and equal else []
+            equals = equal_settings_runs(task, extra) if peers and equal else []
             for seed in seeds:
                 _stop_if_asked()
-                yield run_fastrl(task, seed, work, extra)
+                own = {"fastrl": run_fastrl(task, seed, work, extra)}
+                yield own["fastrl"]
                 for peer in (task.peers[:1] if first_peer else task.peers) if peers else ():
                     _stop_if_asked()
-                    yield run_sb3(task, peer, seed, work)
-                for system, settings in equals:
+                    own[peer.name] = run_sb3(task, peer, seed, work)
+                    yield own[peer.name]
+                for system, settings, same in equals:
                     _stop_if_asked()
+                    if same:
+                        yield replace(own[system], settings=settings, note=SAME_SETTINGS)
+                        continue
                     yield (run_fastrl(task, seed, work, extra, settings) if system == "fastrl"
                            else run_sb3(task, task.peers[0], seed, work, settings))
 

@@ -109,3 +109,26 @@ def test_a_ctrl_c_waits_for_a_point_where_the_scenario_can_stop():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
     solve._stop_if_asked()  # the flag does not outlive the scenario
+
+
+@pytest.mark.parametrize("task, same", [("cartpole-novel-lstm", True), ("cartpole-ppo", False)])
+def test_equal_settings_that_coincide_with_the_own_reuse_the_own_runs(monkeypatch, task, same):
+    trained = []
+
+    def fake(system):
+        def run(task, *args):
+            settings = args[-1] if args[-1] in (OWN, FASTRLS, ZOOS) else OWN
+            trained.append((system, settings))
+            return SolveRun(task.name, system if system == "fastrl" else task.peers[0].name,
+                            101, settings, solved_s=float(len(trained)))
+        return run
+
+    monkeypatch.setattr(solve, "sb3_installed", lambda: True)
+    monkeypatch.setattr(solve, "run_fastrl", fake("fastrl"))
+    monkeypatch.setattr(solve, "run_sb3", fake("sb3"))
+    runs = list(solve.run_solve([task], [101], first_peer=True))
+    assert [r.settings for r in runs] == [OWN, OWN, FASTRLS, ZOOS]
+    assert len(trained) == (2 if same else 4)
+    if same:  # each race's sides are the own runs, said so
+        assert runs[2].solved_s == runs[1].solved_s and runs[3].solved_s == runs[0].solved_s
+        assert runs[2].note == runs[3].note == solve.SAME_SETTINGS
