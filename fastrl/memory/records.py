@@ -11,7 +11,9 @@ rows as they are; only the ends see leaves: simulators write them through
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -57,10 +59,10 @@ class Leaf:
         """The leaf's path as one name: ``image``, ``robot.joints``, ``0``."""
         return ".".join(map(str, self.path))
 
-    @property
+    @cached_property  # (read for every leaf of every step a worker takes)
     def nbytes(self) -> int:
         """Bytes of one value."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def view(self, rows: np.ndarray) -> np.ndarray:
         """This leaf of records ``rows`` ``[*batch, nbytes]`` (uint8) as a writable view

@@ -88,7 +88,12 @@ class NumpyActorCritic(Actor):
         norm = getattr(features, "norm", None)  # (a record's leaves are not standardised)
         self._norm = None if norm is None else (_view(norm.mean), _view(norm.var))
         self._size = features.size
-        self._record_leaves = features.leaves if isinstance(features, RecordEncoder) else None
+        record = isinstance(features, RecordEncoder)
+        # (leaf or None, features, one-hot classes or 0, first class) per part of the
+        # features; a plain Box observation is read in one piece by _features instead
+        self._parts = [(leaf, e.size, e._one_hot, e._start) for leaf, e in zip(
+            features.leaves if record else [None], features.encoders if record else [features])]
+        self._in_parts = record or bool(features._one_hot)
         self._mask = policy.legal_actions
         self.actor, self.critic = NumpyMLP(policy.actor), NumpyMLP(policy.critic)
         self.continuous = policy.continuous
@@ -99,22 +104,21 @@ class NumpyActorCritic(Actor):
     @staticmethod
     def supports(policy: nn.Module) -> bool:
         """True for fastrl's own :class:`ActorCritic` (not a subclass) over flat
-        observation features with MLP heads: Box or multi-valued observations, or records of
-        such leaves, unstandardised (an action mask is fine); anything else acts through
-        torch."""
+        observation features with MLP heads: Box, Discrete (one-hot) or multi-valued
+        observations, or records of such leaves, unstandardised (an action mask is fine);
+        anything else acts through torch."""
         if type(policy) is not ActorCritic or not (
                 NumpyMLP.supports(policy.actor) and NumpyMLP.supports(policy.critic)):
             return False
         features = policy._features
         if type(features) is RecordEncoder:
-            return all(type(e) is ObsFeatures and not e._one_hot and e.norm is None
-                       for e in features.encoders)
-        return type(features) is ObsFeatures and not features._one_hot
+            return all(type(e) is ObsFeatures and e.norm is None for e in features.encoders)
+        return type(features) is ObsFeatures
 
     def _features(self, obs: np.ndarray) -> np.ndarray:
         """Observations ``[n, *obs]`` as float32 features ``[size, n]``, C order."""
-        if self._record_leaves is not None:
-            return self._record_features(obs)
+        if self._in_parts:
+            return self._part_features(obs)
         x = obs.reshape(len(obs), self._size)
         if self._norm is not None:  # as RunningNorm.forward
             mean, var = self._norm
@@ -122,13 +126,18 @@ class NumpyActorCritic(Actor):
             np.clip(x, -NORM_CLIP, NORM_CLIP, out=x)
         return np.ascontiguousarray(x.T, np.float32)
 
-    def _record_features(self, obs: np.ndarray) -> np.ndarray:
-        """Records ``[n, nbytes]``: their feature leaves as float32 ``[size, n]``."""
-        x = np.empty((self._size, len(obs)), np.float32)
+    def _part_features(self, obs: np.ndarray) -> np.ndarray:
+        """Records ``[n, nbytes]`` or Discrete observations ``[n]``: each part's features
+        (a Discrete one one-hot, as ObsFeatures) as float32 ``[size, n]``."""
+        n = len(obs)
+        x = np.zeros((self._size, n), np.float32)
         row = 0
-        for leaf in self._record_leaves:
-            size = int(np.prod(leaf.shape, dtype=np.int64))
-            x[row:row + size] = leaf.view(obs).reshape(len(obs), size).T
+        for leaf, size, classes, start in self._parts:
+            values = obs if leaf is None else leaf.view(obs)
+            if classes:
+                x[row + values.reshape(n).astype(np.intp) - start, np.arange(n)] = 1.0
+            else:
+                x[row:row + size] = values.reshape(n, size).T
             row += size
         return x
 

@@ -11,6 +11,7 @@ from gymnasium import spaces
 from torch import nn
 
 from fastrl.algos.base import act_with_policy
+from fastrl.memory.records import obs_record
 from fastrl.models.numpy_actor import NumpyActorCritic, numpy_actor
 from fastrl.models.policy import ActorCritic, flat_params, load_flat_params
 
@@ -109,8 +110,7 @@ def test_other_policies_and_the_torch_setting_act_through_torch():
     cnn = ActorCritic(spaces.Box(0, 255, (1, 40, 40), np.uint8), spaces.Discrete(2), [8])
     relu = ActorCritic(OBS, spaces.Discrete(2), [8])
     relu.actor[1] = nn.GELU()  # an activation the numpy actor does not compute
-    for policy in (Subclassed(OBS, spaces.Discrete(2), [8]), cnn, relu,
-                   ActorCritic(spaces.Discrete(4), spaces.Discrete(2), [8])):
+    for policy in (Subclassed(OBS, spaces.Discrete(2), [8]), cnn, relu):
         assert numpy_actor(policy) is None
     obs = obs_batch(2)
     action, _, value = act_with_policy(Subclassed(OBS, spaces.Discrete(2), [8]), None, 0,
@@ -119,6 +119,28 @@ def test_other_policies_and_the_torch_setting_act_through_torch():
     policy = ActorCritic(OBS, spaces.Discrete(2), [8])
     assert isinstance(act_with_policy(policy, None, 0, "numpy"), NumpyActorCritic)
     assert not isinstance(act_with_policy(policy, None, 0, "torch"), NumpyActorCritic)
+
+
+@pytest.mark.parametrize("obs_space", [
+    spaces.Discrete(7, start=-2),
+    spaces.Dict({"state": spaces.Discrete(5, start=1), "pos": spaces.Box(-1, 1, (3,)),
+                 "action_mask": spaces.MultiBinary(4)}),
+], ids=["discrete", "record-with-a-discrete-leaf"])
+def test_discrete_observations_are_one_hot_as_torch_s(obs_space):
+    torch.manual_seed(0), np.random.seed(0)
+    policy = ActorCritic(obs_space, spaces.Discrete(4), [16])
+    act = numpy_actor(policy)
+    assert isinstance(act, NumpyActorCritic)
+    record = obs_record(obs_space)
+    draws = [obs_space.sample() for _ in range(32)]
+    if record is not None:
+        for d in draws:
+            d["action_mask"][0] = 1  # (one legal action at least)
+    obs = record.pack(draws) if record is not None else np.asarray(draws, np.int64)
+    action, log_prob, value = act(obs)
+    theirs, _, theirs_value = policy.evaluate(torch.from_numpy(obs), torch.from_numpy(action))
+    np.testing.assert_allclose(log_prob, theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value, theirs_value.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_draws_come_from_numpy_s_global_state_which_a_parked_worker_saves():
