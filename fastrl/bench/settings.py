@@ -100,8 +100,8 @@ NO_TWIN: dict[str, str] = {
     "normalisation": "VecNormalize clips observations and rewards at 10 and updates its "
                      "statistics at every step; fastrl's normalisers update once a batch, "
                      "unclipped",
-    "policy lag": "fastrl's infra.max_policy_lag (1 in configs/cartpole_ppo.yaml) is its "
-                  "engine's: SB3 collects and trains in turn (lag 0)",
+    "policy lag": "fastrl's infra.max_policy_lag (1 in configs/cartpole_novel_lstm.yaml) is "
+                  "its engine's: SB3 collects and trains in turn (lag 0)",
 }
 
 
