@@ -57,8 +57,7 @@ class PPOSettings:
     log_std_init: float
     normalize: bool  # observations and rewards, by running statistics
     total_steps: int
-    lstm: int = 0  # units of the actor's LSTM (0: none)
-    critic_lstm: bool = False  # the critic has an LSTM of its own, of as many units
+    lstm: int = 0  # units of the actor's LSTM and of the critic's own one (0: none)
 
 
 #: setting -> (fastrl's key, SB3's): the translation table of docs/bench.md
@@ -84,15 +83,21 @@ TWINS: dict[str, tuple[str, str]] = {
     "log_std_init": ("algo.log_std_init", "policy_kwargs log_std_init"),
     "normalize": ("algo.normalize_obs and algo.normalize_reward", "VecNormalize"),
     "total_steps": ("algo.total_steps", "learn(total_timesteps)"),
-    "lstm": ("algo.core=lstm, algo.core_size", "RecurrentPPO policy_kwargs lstm_hidden_size"),
-    "critic_lstm": ("algo.shared_core=false",
-                    "policy_kwargs shared_lstm=False, enable_critic_lstm=True"),
+    "lstm": ("algo.core=lstm, algo.core_size, algo.shared_core=false",
+             "RecurrentPPO policy_kwargs lstm_hidden_size, shared_lstm=False, "
+             "enable_critic_lstm=True"),
 }
 
 #: what one system has and the other cannot take (raised as NoTwin where an entry sets it)
 NO_TWIN: dict[str, str] = {
     "critic without an LSTM": "RecurrentPPO's shared_lstm=False with enable_critic_lstm="
                               "False: fastrl's critic reads a core, the actor's or its own",
+    "one shared LSTM": "RecurrentPPO's shared_lstm=True trains the LSTM on the actor's loss "
+                       "only (its critic reads it detached); fastrl's algo.shared_core=true "
+                       "trains it on both losses",
+    "orthogonal LSTM init": "fastrl's algo.ortho_init=true initialises its LSTM cells "
+                            "orthogonally too; SB3's ortho_init leaves RecurrentPPO's LSTMs "
+                            "at torch's init",
     "apart pi and vf widths": "SB3's net_arch=dict(pi=A, vf=B) with A != B: fastrl's "
                               "algo.hidden_sizes sizes both",
     "value clip": "fastrl's algo.clip_vloss takes the larger of the clipped and unclipped "
@@ -122,8 +127,12 @@ def from_zoo(entry: ZooEntry) -> PPOSettings:
     if pi != vf:
         raise NoTwin(NO_TWIN["apart pi and vf widths"])
     recurrent = entry.algo == "RecurrentPPO"
-    if recurrent and not (pk["enable_critic_lstm"] or pk["shared_lstm"]):
+    if recurrent and pk["shared_lstm"]:
+        raise NoTwin(NO_TWIN["one shared LSTM"])
+    if recurrent and not pk["enable_critic_lstm"]:
         raise NoTwin(NO_TWIN["critic without an LSTM"])
+    if recurrent and pk["ortho_init"]:
+        raise NoTwin(NO_TWIN["orthogonal LSTM init"])
     lr, lr_decays = _value(kw["learning_rate"])
     clip, clip_decays = _value(kw["clip_range"])
     return PPOSettings(
@@ -135,8 +144,7 @@ def from_zoo(entry: ZooEntry) -> PPOSettings:
         activation={v: k for k, v in ACTIVATIONS.items()}[pk["activation_fn"]],
         ortho_init=pk["ortho_init"], log_std_init=pk["log_std_init"],
         normalize=entry.normalize, total_steps=entry.n_timesteps,
-        lstm=pk["lstm_hidden_size"] if recurrent else 0,
-        critic_lstm=recurrent and not pk["shared_lstm"])
+        lstm=pk["lstm_hidden_size"] if recurrent else 0)
 
 
 def from_fastrl(cfg: MainConfig) -> PPOSettings:
@@ -149,6 +157,10 @@ def from_fastrl(cfg: MainConfig) -> PPOSettings:
                      "use normalises both")
     if a.core == "gru":
         raise NoTwin(f"algo.core={a.core}: RecurrentPPO has an LSTM only")
+    if a.core == "lstm" and a.shared_core:
+        raise NoTwin(NO_TWIN["one shared LSTM"])
+    if a.core == "lstm" and a.ortho_init:
+        raise NoTwin(NO_TWIN["orthogonal LSTM init"])
     n_envs = infra.num_workers * infra.envs_per_worker
     return PPOSettings(
         n_envs=n_envs, rollout_len=infra.rollout_len,
@@ -158,8 +170,7 @@ def from_fastrl(cfg: MainConfig) -> PPOSettings:
         ent_coef=a.ent_coef, vf_coef=a.vf_coef / 2, max_grad_norm=a.max_grad_norm,
         hidden=tuple(a.hidden_sizes), activation=a.activation, ortho_init=a.ortho_init,
         log_std_init=a.log_std_init, normalize=a.normalize_obs, total_steps=a.total_steps,
-        lstm=a.core_size if a.core == "lstm" else 0,
-        critic_lstm=a.core == "lstm" and not a.shared_core)
+        lstm=a.core_size if a.core == "lstm" else 0)
 
 
 def to_fastrl(s: PPOSettings, num_workers: int) -> list[str]:
@@ -186,7 +197,7 @@ def to_fastrl(s: PPOSettings, num_workers: int) -> list[str]:
         f"algo.normalize_reward={str(s.normalize).lower()}",
         f"algo.total_steps={s.total_steps}",
         *(["algo.core=lstm", f"algo.core_size={s.lstm}",
-           f"algo.shared_core={str(not s.critic_lstm).lower()}"] if s.lstm
+           "algo.shared_core=false"] if s.lstm
           else ["algo.core=none"]),
     ]
 
@@ -206,8 +217,8 @@ def to_sb3(s: PPOSettings, like: ZooEntry) -> ZooEntry:
         # (a Gaussian's: MaskablePPO's policy, Discrete only, takes no such argument)
         policy_kwargs["log_std_init"] = s.log_std_init
     if s.lstm:
-        policy_kwargs.update(lstm_hidden_size=s.lstm, shared_lstm=not s.critic_lstm,
-                             enable_critic_lstm=s.critic_lstm)
+        policy_kwargs.update(lstm_hidden_size=s.lstm, shared_lstm=False,
+                             enable_critic_lstm=True)
     return replace(like, n_envs=s.n_envs, n_timesteps=s.total_steps, kwargs=kwargs,
                    normalize=s.normalize, policy_kwargs=policy_kwargs)
 

@@ -361,7 +361,9 @@ def run_solve(tasks: list[str], seeds: list[int], extra: list[str] = (), peers: 
                 for system, settings, same in equals:
                     _stop_if_asked()
                     if same:
-                        yield replace(own[system], settings=settings, note=SAME_SETTINGS)
+                        run = own[system]  # (its own note, "capped" say, stays said)
+                        yield replace(run, settings=settings,
+                                      note="; ".join(filter(None, (run.note, SAME_SETTINGS))))
                         continue
                     yield (run_fastrl(task, seed, work, extra, settings) if system == "fastrl"
                            else run_sb3(task, task.peers[0], seed, work, settings))

@@ -130,7 +130,7 @@ class RecurrentActorCritic(Heads):
         initial = state.new_zeros(len(begins), state.shape[-1])
         initial[piece[::steps]] = state * (~first[0]).unsqueeze(-1).to(state.dtype)
         cores = self._cores()
-        out = [_run_cell(cell, columns, part, self.training)[at, piece]
+        out = [_run_cell(cell, columns, part)[at, piece]
                .view(envs, steps, -1).transpose(0, 1)
                for cell, part in zip(cores, initial.chunk(len(cores), -1))]
         return out[0], out[-1]
@@ -173,12 +173,14 @@ def _cell_step(cell: nn.Module, x: torch.Tensor, state: torch.Tensor) -> torch.T
     return cell(x, state)
 
 
-def _run_cell(cell: nn.Module, x: torch.Tensor, initial: torch.Tensor,
-              training: bool) -> torch.Tensor:
+def _run_cell(cell: nn.Module, x: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
     """A cell's ``h`` after each step of ``x`` ``[L, S, F]`` from its states ``initial``
     ``[S, ...]``, by torch's sequence kernel over the cell's weights (which nn.LSTM and
     nn.GRU lay out as the cells do)."""
     weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+    # (the kernel's train flag keeps what backward needs, cuDNN's included: wanted wherever
+    # gradients are, whatever the module's mode; no dropout here for it to switch)
+    training = torch.is_grad_enabled()
     if isinstance(cell, nn.LSTMCell):
         h, c = (part.unsqueeze(0).contiguous() for part in initial.chunk(2, -1))
         return torch.lstm(x, (h, c), weights, True, 1, 0.0, training, False, False)[0]

@@ -53,12 +53,18 @@ def test_sb3_given_fastrl_s_settings_reads_back_as_fastrl_s(task):
     assert (entry.env_id, entry.algo) == (ZOO[task].env_id, ZOO[task].algo)
 
 
-def test_one_shared_lstm_is_shared_lstm_in_sb3_s_terms():
-    task = "cartpole-novel-lstm"
-    cfg = load_config(CONFIGS / TASKS[task].config, ["algo.shared_core=true"])
-    entry = sb3_at_fastrl(task, cfg)
-    assert entry.policy_kwargs["shared_lstm"] and not entry.policy_kwargs["enable_critic_lstm"]
-    assert from_zoo(entry) == from_fastrl(cfg) and not from_fastrl(cfg).critic_lstm
+@pytest.mark.parametrize("overrides, words", [
+    (["algo.shared_core=true"], "critic reads it detached"),
+    (["algo.ortho_init=true"], "LSTMs at torch's init"),
+])
+def test_an_lstm_without_a_twin_in_recurrent_ppo_is_refused(overrides, words):
+    cfg = load_config(CONFIGS / TASKS["cartpole-novel-lstm"].config, overrides)
+    with pytest.raises(NoTwin, match=words):
+        from_fastrl(cfg)
+    shared = dataclasses.replace(ZOO["cartpole-novel-lstm"], policy_kwargs={
+        **ZOO["cartpole-novel-lstm"].policy_kwargs, "shared_lstm": True})
+    with pytest.raises(NoTwin, match="critic reads it detached"):
+        from_zoo(shared)
 
 
 def test_the_zoo_s_cartpole_entry_in_sb3_s_terms():
@@ -86,7 +92,7 @@ def test_the_value_loss_weighs_the_same_in_both_systems():
 
 def test_what_has_no_twin_is_refused_with_the_reason():
     lstm = ZOO["cartpole-novel-lstm"]
-    assert from_zoo(lstm).critic_lstm  # the zoo's critic has an LSTM of its own
+    assert from_zoo(lstm).lstm == 64  # (and the critic an LSTM of its own)
     no_critic_lstm = dataclasses.replace(lstm, policy_kwargs={
         **lstm.policy_kwargs, "enable_critic_lstm": False})
     with pytest.raises(NoTwin, match="reads a core"):

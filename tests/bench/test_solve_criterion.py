@@ -120,7 +120,8 @@ def test_equal_settings_that_coincide_with_the_own_reuse_the_own_runs(monkeypatc
             settings = args[-1] if args[-1] in (OWN, FASTRLS, ZOOS) else OWN
             trained.append((system, settings))
             return SolveRun(task.name, system if system == "fastrl" else task.peers[0].name,
-                            101, settings, solved_s=float(len(trained)))
+                            101, settings, solved_s=float(len(trained)),
+                            note="" if system == "fastrl" else "capped")
         return run
 
     monkeypatch.setattr(solve, "sb3_installed", lambda: True)
@@ -129,6 +130,7 @@ def test_equal_settings_that_coincide_with_the_own_reuse_the_own_runs(monkeypatc
     runs = list(solve.run_solve([task], [101], first_peer=True))
     assert [r.settings for r in runs] == [OWN, OWN, FASTRLS, ZOOS]
     assert len(trained) == (2 if same else 4)
-    if same:  # each race's sides are the own runs, said so
+    if same:  # each race's sides are the own runs, said so, their own notes kept
         assert runs[2].solved_s == runs[1].solved_s and runs[3].solved_s == runs[0].solved_s
-        assert runs[2].note == runs[3].note == solve.SAME_SETTINGS
+        assert runs[2].note == f"capped; {solve.SAME_SETTINGS}"
+        assert runs[3].note == solve.SAME_SETTINGS
