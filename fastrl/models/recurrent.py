@@ -12,8 +12,9 @@ a constant.
 The learner's replay (:meth:`RecurrentActorCritic.evaluate_sequences`, every gradient step)
 is one call of torch's sequence kernel (``torch.lstm`` / ``torch.gru``, with the cell's own
 weights) over every episode piece of the minibatch, each piece a column of its own starting
-from its state: a Python loop of one cell call per step costs 3-7x as much on the CPU, in
-per-op overhead (tests and numbers: docs/bench.md, "The recurrent replay").
+from its state: a Python loop of one cell call per step cost 3-7x as much in the cell's
+forward and backward on the CPU, in per-op overhead (numbers: docs/bench.md, "Recurrent
+policies"; the test against the loop: tests/models/test_recurrent.py).
 """
 
 from __future__ import annotations
