@@ -3,9 +3,9 @@ peer of the bench's ``solve`` scenario (fastrl.bench.solve), in a process of its
 
 With ``--settings zoo`` every hyper-parameter comes from the RL Baselines3 Zoo
 (fastrl.bench.zoo); with ``--settings fastrl`` SB3 is given fastrl's shipped config of the
-task instead, translated by fastrl.bench.settings (PPO tasks). Each training episode that
-ends is appended to ``--out`` as fastrl writes its own ``episodes.csv`` (step, return,
-length, time), so that one criterion judges both.
+task instead, translated by fastrl.bench.settings (PPO and SAC tasks). Each training
+episode that ends is appended to ``--out`` as fastrl writes its own ``episodes.csv`` (step,
+return, length, time), so that one criterion judges both.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="SB3's DummyVecEnv (envs in this process) or SubprocVecEnv")
     p.add_argument("--settings", choices=("zoo", "fastrl"), default="zoo",
                    help="the zoo's hyper-parameters of the task, or fastrl's shipped config "
-                        "of it translated (fastrl.bench.settings; PPO tasks)")
+                        "of it translated (fastrl.bench.settings; PPO and SAC tasks)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True, help="CSV file of the ended training episodes")
     args = p.parse_args(argv)

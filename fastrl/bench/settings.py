@@ -1,10 +1,12 @@
-"""One table of a PPO task's training settings in neither system's terms, and its
-translations both ways: fastrl's config keys and Stable-Baselines3's constructor arguments.
+"""A task's training settings in neither system's terms, one table per algorithm family
+(PPO's, SAC's), and their translations both ways: fastrl's config keys and
+Stable-Baselines3's constructor arguments.
 
 The solve scenario races each system at its own published settings, then SB3 at fastrl's
 shipped config and fastrl at the zoo's entry, so that the engine, not the settings, is what
-a ratio measures. :data:`TWINS` pairs each setting with the key of each system (the table in
-docs/bench.md); :data:`NO_TWIN` names what one system has and the other cannot take.
+a ratio measures. :data:`TWINS` and :data:`SAC_TWINS` pair each setting with the key of each
+system (the tables in docs/bench.md); :data:`NO_TWIN` names what one system has and the
+other cannot take.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fastrl.algos import ppo
+from fastrl.algos import ppo, sac
 from fastrl.bench.zoo import ZOO, Linear, ZooEntry
 from fastrl.config import MainConfig
 
@@ -107,6 +109,14 @@ NO_TWIN: dict[str, str] = {
                      "unclipped",
     "policy lag": "fastrl's infra.max_policy_lag (1 in configs/cartpole_novel_lstm.yaml) is "
                   "its engine's: SB3 collects and trains in turn (lag 0)",
+    "apart SAC networks": "SB3's SAC net_arch=dict(pi=A, qf=B) or an activation other than "
+                          "ReLU: fastrl's algo.hidden_sizes sizes the actor and the critics, "
+                          "ReLU",
+    "log-std bounds": "SB3's SAC clips the actor's log std to [-20, 2]; fastrl's squashes it "
+                      "into [-5, 2] by a tanh (CleanRL's)",
+    "collection ahead": "fastrl's workers collect up to algo.replay.max_ahead_steps ahead of "
+                        "the update-to-data ratio (its engine's); SB3 collects and trains "
+                        "in turn",
 }
 
 
@@ -115,10 +125,8 @@ def _value(v: Any) -> tuple[float, bool]:
     return (v.start, True) if isinstance(v, Linear) else (float(v), False)
 
 
-def from_zoo(entry: ZooEntry) -> PPOSettings:
+def _ppo_from_zoo(entry: ZooEntry) -> PPOSettings:
     """The settings of a PPO-family zoo entry, SB3's defaults where it sets nothing."""
-    if entry.algo not in PPO_FAMILY:
-        raise NoTwin(f"{entry.algo}: only the PPO family has a settings translation")
     kw = {**(SB3_RECURRENT_DEFAULTS if entry.algo == "RecurrentPPO" else SB3_PPO_DEFAULTS),
           **entry.kwargs}
     pk = {**SB3_POLICY_DEFAULTS, **entry.policy_kwargs}
@@ -147,11 +155,9 @@ def from_zoo(entry: ZooEntry) -> PPOSettings:
         lstm=pk["lstm_hidden_size"] if recurrent else 0)
 
 
-def from_fastrl(cfg: MainConfig) -> PPOSettings:
+def _ppo_from_fastrl(cfg: MainConfig) -> PPOSettings:
     """The settings of a fastrl PPO config."""
     a, infra = cfg.algo, cfg.infra
-    if a.algorithm is not ppo.ALGORITHM:
-        raise NoTwin(f"algo.name={a.name}: only PPO has a settings translation")
     if a.normalize_obs != a.normalize_reward:
         raise NoTwin("algo.normalize_obs != algo.normalize_reward: VecNormalize in the zoo's "
                      "use normalises both")
@@ -173,10 +179,8 @@ def from_fastrl(cfg: MainConfig) -> PPOSettings:
         lstm=a.core_size if a.core == "lstm" else 0)
 
 
-def to_fastrl(s: PPOSettings, num_workers: int) -> list[str]:
-    """fastrl's overrides for ``s``, its envs split over up to ``num_workers`` workers (as
-    many as divide them)."""
-    workers = max(w for w in range(1, num_workers + 1) if s.n_envs % w == 0)
+def _ppo_to_fastrl(s: PPOSettings, workers: int) -> list[str]:
+    """fastrl's overrides for ``s`` on ``workers`` workers."""
     batch = s.n_envs * s.rollout_len
     if batch % s.minibatch:
         raise NoTwin(f"minibatches of {s.minibatch} do not divide a batch of {batch}: "
@@ -202,8 +206,8 @@ def to_fastrl(s: PPOSettings, num_workers: int) -> list[str]:
     ]
 
 
-def to_sb3(s: PPOSettings, like: ZooEntry) -> ZooEntry:
-    """``like`` (the task's zoo entry: its env and algorithm) trained at ``s``."""
+def _ppo_to_sb3(s: PPOSettings, like: ZooEntry) -> ZooEntry:
+    """``like`` (a PPO-family zoo entry: its env and algorithm) trained at ``s``."""
     clip = Linear(s.clip) if s.clip_decays else s.clip
     kwargs = dict(
         n_steps=s.rollout_len, batch_size=s.minibatch, n_epochs=s.epochs,
@@ -221,6 +225,165 @@ def to_sb3(s: PPOSettings, like: ZooEntry) -> ZooEntry:
                              enable_critic_lstm=True)
     return replace(like, n_envs=s.n_envs, n_timesteps=s.total_steps, kwargs=kwargs,
                    normalize=s.normalize, policy_kwargs=policy_kwargs)
+
+
+@dataclass(frozen=True)
+class SACSettings:
+    """A SAC task's settings: what both systems are given when they race at them."""
+
+    n_envs: int
+    lr: float  # the actor's, the critics' and the entropy coefficient's (SB3 has one)
+    batch: int  # transitions per gradient step
+    buffer: int  # transitions the replay holds
+    learning_starts: int  # env steps collected before the first update
+    updates_per_step: float  # gradient steps per env step
+    gamma: float
+    tau: float  # Polyak factor of the target critics, every gradient step
+    autotune: bool  # the entropy coefficient tuned towards target_entropy
+    alpha: float  # the entropy coefficient (its start value when autotune)
+    target_entropy: float | None  # None: minus the action's dimensions
+    hidden: tuple[int, ...]  # actor and critics alike, ReLU
+    total_steps: int
+
+
+#: setting -> (fastrl's key, SB3's): the SAC table of docs/bench.md
+SAC_TWINS: dict[str, tuple[str, str]] = {
+    "n_envs": ("infra.num_workers x infra.envs_per_worker", "n_envs"),
+    "lr": ("algo.lr = algo.sac.q_lr", "learning_rate"),
+    "batch": ("algo.replay.batch_size", "batch_size"),
+    "buffer": ("algo.replay.capacity", "buffer_size"),
+    "learning_starts": ("algo.replay.learning_starts", "learning_starts"),
+    "updates_per_step": ("algo.replay.updates_per_step",
+                         "gradient_steps / (train_freq x n_envs)"),
+    "gamma": ("algo.gamma", "gamma"),
+    "tau": ("algo.sac.tau", "tau"),
+    "autotune": ("algo.sac.autotune", "ent_coef=auto_X"),
+    "alpha": ("algo.sac.alpha", "ent_coef (auto: 1.0, auto_X: X)"),
+    "target_entropy": ("algo.sac.target_entropy (null)", "target_entropy (auto)"),
+    "hidden": ("algo.hidden_sizes", "policy_kwargs net_arch"),
+    "total_steps": ("algo.total_steps", "learn(total_timesteps)"),
+}
+
+#: SB3's SAC defaults where an entry leaves a key out
+SB3_SAC_DEFAULTS = dict(learning_rate=3e-4, buffer_size=1_000_000, learning_starts=100,
+                        batch_size=256, tau=0.005, gamma=0.99, train_freq=1,
+                        gradient_steps=1, ent_coef="auto", target_entropy="auto",
+                        target_update_interval=1, n_steps=1, use_sde=False)
+SB3_SAC_NET = [256, 256]
+
+
+def _entropy_coef(ent_coef: str | float) -> tuple[bool, float]:
+    """SB3's ``ent_coef`` as (autotune, start value): ``auto`` starts at 1.0."""
+    if isinstance(ent_coef, str):
+        return True, float(ent_coef.partition("_")[2] or 1.0)
+    return False, float(ent_coef)
+
+
+def _sac_from_zoo(entry: ZooEntry) -> SACSettings:
+    """The settings of a SAC zoo entry, SB3's defaults where it sets nothing."""
+    kw = {**SB3_SAC_DEFAULTS, **entry.kwargs}
+    for key in ("target_update_interval", "n_steps", "use_sde"):
+        if kw[key] != SB3_SAC_DEFAULTS[key]:
+            raise NoTwin(f"SAC's {key}={kw[key]}: fastrl's SAC has "
+                         f"{SB3_SAC_DEFAULTS[key]} only")
+    if isinstance(kw["learning_rate"], Linear) or not isinstance(kw["train_freq"], int):
+        raise NoTwin("a decaying learning rate or a train_freq in episodes: fastrl's SAC "
+                     "has neither")
+    pk = entry.policy_kwargs
+    if pk.get("activation_fn", "ReLU") != "ReLU" or isinstance(pk.get("net_arch"), dict):
+        raise NoTwin(NO_TWIN["apart SAC networks"])
+    autotune, alpha = _entropy_coef(kw["ent_coef"])
+    target = kw["target_entropy"]
+    return SACSettings(
+        n_envs=entry.n_envs, lr=kw["learning_rate"], batch=kw["batch_size"],
+        buffer=kw["buffer_size"], learning_starts=kw["learning_starts"],
+        updates_per_step=kw["gradient_steps"] / (kw["train_freq"] * entry.n_envs),
+        gamma=kw["gamma"], tau=kw["tau"], autotune=autotune, alpha=alpha,
+        target_entropy=None if target == "auto" else float(target),
+        hidden=tuple(pk.get("net_arch", SB3_SAC_NET)), total_steps=entry.n_timesteps)
+
+
+def _sac_from_fastrl(cfg: MainConfig) -> SACSettings:
+    """The settings of a fastrl SAC config."""
+    a, r = cfg.algo, cfg.algo.replay
+    if a.lr != a.sac.q_lr:
+        raise NoTwin(f"algo.lr={a.lr} != algo.sac.q_lr={a.sac.q_lr}: SB3's SAC trains the "
+                     "actor, the critics and the entropy coefficient at one learning_rate")
+    if r.prioritized or r.n_step != 1 or a.normalize_obs or a.normalize_reward:
+        raise NoTwin("prioritized or n-step replay, or normalisation: the zoo's SAC "
+                     "entries have none")
+    return SACSettings(
+        n_envs=cfg.infra.num_workers * cfg.infra.envs_per_worker, lr=a.lr,
+        batch=r.batch_size, buffer=r.capacity, learning_starts=r.learning_starts,
+        updates_per_step=r.updates_per_step, gamma=a.gamma, tau=a.sac.tau,
+        autotune=a.sac.autotune, alpha=a.sac.alpha, target_entropy=a.sac.target_entropy,
+        hidden=tuple(a.hidden_sizes), total_steps=a.total_steps)
+
+
+def _sac_to_fastrl(s: SACSettings, workers: int) -> list[str]:
+    """fastrl's overrides for ``s`` on ``workers`` workers."""
+    hidden = "[" + ", ".join(map(str, s.hidden)) + "]"
+    target = "null" if s.target_entropy is None else s.target_entropy
+    return [
+        f"infra.num_workers={workers}", f"infra.envs_per_worker={s.n_envs // workers}",
+        f"algo.lr={s.lr}", f"algo.sac.q_lr={s.lr}", f"algo.replay.batch_size={s.batch}",
+        f"algo.replay.capacity={s.buffer}", f"algo.replay.learning_starts={s.learning_starts}",
+        f"algo.replay.updates_per_step={s.updates_per_step}", f"algo.gamma={s.gamma}",
+        f"algo.sac.tau={s.tau}", f"algo.sac.autotune={str(s.autotune).lower()}",
+        f"algo.sac.alpha={s.alpha}", f"algo.sac.target_entropy={target}",
+        f"algo.hidden_sizes={hidden}", f"algo.total_steps={s.total_steps}",
+    ]
+
+
+def _sac_to_sb3(s: SACSettings, like: ZooEntry) -> ZooEntry:
+    """``like`` (a SAC zoo entry: its env) trained at ``s``: one vectorised step of every
+    env, then the gradient steps that keep ``s.updates_per_step``."""
+    gradient_steps = s.updates_per_step * s.n_envs
+    if gradient_steps != int(gradient_steps) or gradient_steps < 1:
+        raise NoTwin(f"{s.updates_per_step} updates per env step over {s.n_envs} envs: SB3 "
+                     "takes a whole number of gradient steps per step of its envs")
+    kwargs = dict(
+        learning_rate=s.lr, buffer_size=s.buffer, learning_starts=s.learning_starts,
+        batch_size=s.batch, tau=s.tau, gamma=s.gamma, train_freq=1,
+        gradient_steps=int(gradient_steps),
+        ent_coef=(f"auto_{s.alpha}" if s.alpha != 1.0 else "auto") if s.autotune
+        else s.alpha,
+        target_entropy="auto" if s.target_entropy is None else s.target_entropy)
+    return replace(like, n_envs=s.n_envs, n_timesteps=s.total_steps, kwargs=kwargs,
+                   normalize=False, policy_kwargs=dict(net_arch=list(s.hidden)))
+
+
+Settings = PPOSettings | SACSettings
+
+
+def from_zoo(entry: ZooEntry) -> Settings:
+    """The settings of a zoo entry, SB3's defaults where it sets nothing."""
+    if entry.algo in PPO_FAMILY:
+        return _ppo_from_zoo(entry)
+    if entry.algo == "SAC":
+        return _sac_from_zoo(entry)
+    raise NoTwin(f"{entry.algo}: only the PPO family and SAC have a settings translation")
+
+
+def from_fastrl(cfg: MainConfig) -> Settings:
+    """The settings of a fastrl config."""
+    if cfg.algo.algorithm is ppo.ALGORITHM:
+        return _ppo_from_fastrl(cfg)
+    if cfg.algo.algorithm is sac.ALGORITHM:
+        return _sac_from_fastrl(cfg)
+    raise NoTwin(f"algo.name={cfg.algo.name}: only PPO and SAC have a settings translation")
+
+
+def to_fastrl(s: Settings, num_workers: int) -> list[str]:
+    """fastrl's overrides for ``s``, its envs split over up to ``num_workers`` workers (as
+    many as divide them)."""
+    workers = max(w for w in range(1, num_workers + 1) if s.n_envs % w == 0)
+    return (_ppo_to_fastrl if isinstance(s, PPOSettings) else _sac_to_fastrl)(s, workers)
+
+
+def to_sb3(s: Settings, like: ZooEntry) -> ZooEntry:
+    """``like`` (the task's zoo entry: its env and algorithm) trained at ``s``."""
+    return (_ppo_to_sb3 if isinstance(s, PPOSettings) else _sac_to_sb3)(s, like)
 
 
 def sb3_at_fastrl(task: str, cfg: MainConfig) -> ZooEntry:

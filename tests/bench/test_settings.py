@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from fastrl.bench.settings import (
+    SAC_TWINS,
     TWINS,
     NoTwin,
     PPOSettings,
+    SACSettings,
     fastrl_at_zoo,
     from_fastrl,
     from_zoo,
@@ -24,13 +26,15 @@ from fastrl.bench.zoo import ZOO, Linear
 from fastrl.config import load_config
 
 PPO_TASKS = ("cartpole-ppo", "hopper-ppo", "identity-masked-ppo", "cartpole-novel-lstm")
+SAC_TASKS = ("pendulum-sac", "halfcheetah-sac")
 
 
 def test_every_setting_has_a_twin_in_the_table():
     assert set(TWINS) == {f.name for f in dataclasses.fields(PPOSettings)}
+    assert set(SAC_TWINS) == {f.name for f in dataclasses.fields(SACSettings)}
 
 
-@pytest.mark.parametrize("task", PPO_TASKS)
+@pytest.mark.parametrize("task", PPO_TASKS + SAC_TASKS)
 def test_fastrl_given_the_zoo_s_settings_reads_back_as_the_zoo_s(task):
     cfg = shipped_config(task)
     zoo = from_zoo(ZOO[task])
@@ -39,9 +43,10 @@ def test_fastrl_given_the_zoo_s_settings_reads_back_as_the_zoo_s(task):
     assert from_fastrl(at_zoo) == zoo
     # the engine's own settings stay fastrl's
     assert at_zoo.infra.max_policy_lag == cfg.infra.max_policy_lag
+    assert at_zoo.algo.replay.max_ahead_steps == cfg.algo.replay.max_ahead_steps
 
 
-@pytest.mark.parametrize("task", PPO_TASKS)
+@pytest.mark.parametrize("task", (*PPO_TASKS, "pendulum-sac"))
 def test_sb3_given_fastrl_s_settings_reads_back_as_fastrl_s(task):
     cfg = shipped_config(task)
     entry = sb3_at_fastrl(task, cfg)
@@ -97,27 +102,55 @@ def test_what_has_no_twin_is_refused_with_the_reason():
         **lstm.policy_kwargs, "enable_critic_lstm": False})
     with pytest.raises(NoTwin, match="reads a core"):
         from_zoo(no_critic_lstm)
-    with pytest.raises(NoTwin, match="only the PPO family"):
-        from_zoo(ZOO["halfcheetah-sac"])
-    with pytest.raises(NoTwin, match="only PPO"):
-        from_fastrl(shipped_config("pendulum-sac"))
+    with pytest.raises(NoTwin, match="only the PPO family and SAC"):
+        from_zoo(ZOO["cartpole-dqn"])
+    with pytest.raises(NoTwin, match="only PPO and SAC"):
+        from_fastrl(shipped_config("cartpole-dqn"))
+    # fastrl's HalfCheetah config trains its critics faster than its actor; SB3 cannot
+    with pytest.raises(NoTwin, match="one learning_rate"):
+        from_fastrl(shipped_config("halfcheetah-sac"))
+    delayed = dataclasses.replace(ZOO["pendulum-sac"], kwargs={
+        **ZOO["pendulum-sac"].kwargs, "target_update_interval": 2})
+    with pytest.raises(NoTwin, match="target_update_interval"):
+        from_zoo(delayed)
     apart = dataclasses.replace(ZOO["cartpole-ppo"], policy_kwargs=dict(
         net_arch=dict(pi=[64], vf=[128])))
     with pytest.raises(NoTwin, match="sizes both"):
         from_zoo(apart)
 
 
-def test_docs_bench_md_has_a_row_for_every_setting():
+def test_the_zoo_s_sac_entry_in_sb3_s_terms():
+    # the zoo's Pendulum entry sets the learning rate only: the rest are SAC's defaults
+    s = from_zoo(ZOO["pendulum-sac"])
+    assert (s.n_envs, s.lr, s.batch, s.learning_starts, s.updates_per_step) == (
+        1, 1e-3, 256, 100, 1.0)
+    assert (s.autotune, s.alpha, s.target_entropy, s.hidden) == (True, 1.0, None, (256, 256))
+    # fastrl's 4 envs at one update per env step: SB3 takes 4 gradient steps per step of
+    # its 4 envs, and its entropy coefficient starts at fastrl's
+    entry = sb3_at_fastrl("pendulum-sac", shipped_config("pendulum-sac"))
+    assert (entry.n_envs, entry.kwargs["train_freq"], entry.kwargs["gradient_steps"]) == (
+        4, 1, 4)
+    assert entry.kwargs["ent_coef"] == "auto_0.2"
+    half = dataclasses.replace(from_fastrl(shipped_config("pendulum-sac")),
+                               updates_per_step=0.1)
+    with pytest.raises(NoTwin, match="whole number of gradient steps"):
+        to_sb3(half, ZOO["pendulum-sac"])
+
+
+@pytest.mark.parametrize("marker, twins", [("| setting | fastrl | SB3 |", TWINS),
+                                           ("| SAC setting | fastrl | SB3 |", SAC_TWINS)])
+def test_docs_bench_md_has_a_row_for_every_setting(marker, twins):
     page = (Path(__file__).resolve().parents[2] / "docs" / "bench.md").read_text()
-    table = page.split("| setting | fastrl | SB3 |", 1)[1].split("\n\n", 1)[0]
-    for fastrl_key, sb3_key in TWINS.values():
+    table = page.split(marker, 1)[1].split("\n\n", 1)[0]
+    for fastrl_key, sb3_key in twins.values():
         for key in re.findall(r"(?:algo|infra)\.\w+", fastrl_key):
             assert f"`{key}" in table, f"docs/bench.md's settings table lacks {key}"
         first = re.match(r"[\w.]+", sb3_key).group(0)
         assert first in table, f"docs/bench.md's settings table lacks {first}"
 
 
-@pytest.mark.parametrize("task", ["cartpole-ppo", "identity-masked-ppo", "cartpole-novel-lstm"])
+@pytest.mark.parametrize("task", ["cartpole-ppo", "identity-masked-ppo", "cartpole-novel-lstm",
+                                  "pendulum-sac"])
 def test_sb3_builds_its_model_at_fastrl_s_settings(task):
     pytest.importorskip("sb3_contrib")  # (the test extra installs it)
     from fastrl.bench.sb3_solve import make_env, make_model
@@ -126,6 +159,12 @@ def test_sb3_builds_its_model_at_fastrl_s_settings(task):
     env = make_env(entry, "dummy", seed=1)
     try:
         model = make_model(entry, env, seed=1)
-        assert model.n_steps == entry.kwargs["n_steps"] and model.n_envs == entry.n_envs
+        assert model.n_envs == entry.n_envs
+        if task.endswith("sac"):
+            assert model.gradient_steps == entry.kwargs["gradient_steps"]
+            assert model.log_ent_coef.exp().item() == pytest.approx(0.2)
+            assert model.actor.latent_pi[0].out_features == 64
+        else:
+            assert model.n_steps == entry.kwargs["n_steps"]
     finally:
         env.close()
