@@ -11,6 +11,7 @@ other cannot take.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -112,8 +113,17 @@ NO_TWIN: dict[str, str] = {
     "apart SAC networks": "SB3's SAC net_arch=dict(pi=A, qf=B) or an activation other than "
                           "ReLU: fastrl's algo.hidden_sizes sizes the actor and the critics, "
                           "ReLU",
-    "log-std bounds": "SB3's SAC clips the actor's log std to [-20, 2]; fastrl's squashes it "
-                      "into [-5, 2] by a tanh (CleanRL's)",
+    "SAC's actor": "SB3's SAC clips the actor's log std to [-20, 2] and starts at torch's "
+                   "init (std about 1); fastrl's squashes it into [-5, 2] by a tanh and "
+                   "starts from an orthogonal init with a 0.01 output gain (std about 0.22), "
+                   "as CleanRL's does",
+    "SAC's log-probabilities": "fastrl's are of the env's actions (CleanRL's: the squashing "
+                               "scaled to the Box), SB3's of actions in [-1, 1]: with a Box "
+                               "wider than [-1, 1] the same target entropy asks fastrl's "
+                               "policy for less spread (Pendulum's [-2, 2]: by log 2)",
+    "SAC's first update": "fastrl's learner takes its first gradient step once the replay "
+                          "holds learning_starts and a batch of transitions; SB3 once it "
+                          "holds learning_starts (the zoo's Pendulum: 100 < batch 256)",
     "collection ahead": "fastrl's workers collect up to algo.replay.max_ahead_steps ahead of "
                         "the update-to-data ratio (its engine's); SB3 collects and trains "
                         "in turn",
@@ -273,15 +283,26 @@ SB3_SAC_NET = [256, 256]
 
 
 def _entropy_coef(ent_coef: str | float) -> tuple[bool, float]:
-    """SB3's ``ent_coef`` as (autotune, start value): ``auto`` starts at 1.0."""
-    if isinstance(ent_coef, str):
+    """SB3's ``ent_coef`` as (autotune, start value): ``auto`` starts at 1.0, ``auto_X`` at
+    X; any other value (a number, or a number as a string) is fixed."""
+    if isinstance(ent_coef, str) and ent_coef.startswith("auto"):
         return True, float(ent_coef.partition("_")[2] or 1.0)
     return False, float(ent_coef)
+
+
+#: the SAC keyword arguments and policy_kwargs the translation reads; an entry setting any
+#: other is refused (action noise, HER, gSDE at warm-up, n_critics, ... have no twin)
+SAC_KEYS = frozenset(SB3_SAC_DEFAULTS)
+SAC_POLICY_KEYS = frozenset({"net_arch", "activation_fn"})
 
 
 def _sac_from_zoo(entry: ZooEntry) -> SACSettings:
     """The settings of a SAC zoo entry, SB3's defaults where it sets nothing."""
     kw = {**SB3_SAC_DEFAULTS, **entry.kwargs}
+    extra = sorted(set(kw) - SAC_KEYS) + sorted(set(entry.policy_kwargs) - SAC_POLICY_KEYS)
+    if extra or entry.normalize:
+        raise NoTwin(f"SAC's {', '.join(extra) or 'VecNormalize'}: fastrl's SAC has no twin "
+                     "of it")
     for key in ("target_update_interval", "n_steps", "use_sde"):
         if kw[key] != SB3_SAC_DEFAULTS[key]:
             raise NoTwin(f"SAC's {key}={kw[key]}: fastrl's SAC has "
@@ -290,17 +311,22 @@ def _sac_from_zoo(entry: ZooEntry) -> SACSettings:
         raise NoTwin("a decaying learning rate or a train_freq in episodes: fastrl's SAC "
                      "has neither")
     pk = entry.policy_kwargs
-    if pk.get("activation_fn", "ReLU") != "ReLU" or isinstance(pk.get("net_arch"), dict):
+    net = pk.get("net_arch", SB3_SAC_NET)
+    if pk.get("activation_fn", "ReLU") != "ReLU" or not isinstance(net, list):
         raise NoTwin(NO_TWIN["apart SAC networks"])
+    collected = kw["train_freq"] * entry.n_envs  # env steps between two train() calls
+    gradient_steps = collected if kw["gradient_steps"] == -1 else kw["gradient_steps"]
+    if gradient_steps < 1:
+        raise NoTwin(f"SAC's gradient_steps={gradient_steps}: fastrl's SAC always trains")
     autotune, alpha = _entropy_coef(kw["ent_coef"])
     target = kw["target_entropy"]
     return SACSettings(
         n_envs=entry.n_envs, lr=kw["learning_rate"], batch=kw["batch_size"],
         buffer=kw["buffer_size"], learning_starts=kw["learning_starts"],
-        updates_per_step=kw["gradient_steps"] / (kw["train_freq"] * entry.n_envs),
-        gamma=kw["gamma"], tau=kw["tau"], autotune=autotune, alpha=alpha,
-        target_entropy=None if target == "auto" else float(target),
-        hidden=tuple(pk.get("net_arch", SB3_SAC_NET)), total_steps=entry.n_timesteps)
+        updates_per_step=gradient_steps / collected, gamma=kw["gamma"], tau=kw["tau"],
+        autotune=autotune, alpha=alpha,
+        target_entropy=None if target == "auto" else float(target), hidden=tuple(net),
+        total_steps=entry.n_timesteps)
 
 
 def _sac_from_fastrl(cfg: MainConfig) -> SACSettings:
@@ -332,20 +358,23 @@ def _sac_to_fastrl(s: SACSettings, workers: int) -> list[str]:
         f"algo.sac.tau={s.tau}", f"algo.sac.autotune={str(s.autotune).lower()}",
         f"algo.sac.alpha={s.alpha}", f"algo.sac.target_entropy={target}",
         f"algo.hidden_sizes={hidden}", f"algo.total_steps={s.total_steps}",
+        # what the zoo's SAC has none of
+        "algo.replay.prioritized=false", "algo.replay.n_step=1", "algo.normalize_obs=false",
+        "algo.normalize_reward=false",
     ]
 
 
 def _sac_to_sb3(s: SACSettings, like: ZooEntry) -> ZooEntry:
     """``like`` (a SAC zoo entry: its env) trained at ``s``: one vectorised step of every
     env, then the gradient steps that keep ``s.updates_per_step``."""
-    gradient_steps = s.updates_per_step * s.n_envs
-    if gradient_steps != int(gradient_steps) or gradient_steps < 1:
+    gradient_steps = round(s.updates_per_step * s.n_envs)
+    if not math.isclose(gradient_steps, s.updates_per_step * s.n_envs) or gradient_steps < 1:
         raise NoTwin(f"{s.updates_per_step} updates per env step over {s.n_envs} envs: SB3 "
                      "takes a whole number of gradient steps per step of its envs")
     kwargs = dict(
         learning_rate=s.lr, buffer_size=s.buffer, learning_starts=s.learning_starts,
         batch_size=s.batch, tau=s.tau, gamma=s.gamma, train_freq=1,
-        gradient_steps=int(gradient_steps),
+        gradient_steps=gradient_steps,
         ent_coef=(f"auto_{s.alpha}" if s.alpha != 1.0 else "auto") if s.autotune
         else s.alpha,
         target_entropy="auto" if s.target_entropy is None else s.target_entropy)

@@ -11,6 +11,7 @@ import pytest
 
 from fastrl.bench.settings import (
     SAC_TWINS,
+    SB3_SAC_DEFAULTS,
     TWINS,
     NoTwin,
     PPOSettings,
@@ -137,6 +138,39 @@ def test_the_zoo_s_sac_entry_in_sb3_s_terms():
         to_sb3(half, ZOO["pendulum-sac"])
 
 
+@pytest.mark.parametrize("kwargs, read", [
+    (dict(gradient_steps=-1, train_freq=2), dict(updates_per_step=1.0)),  # as many as came
+    (dict(ent_coef="auto_0.1"), dict(autotune=True, alpha=0.1)),
+    (dict(ent_coef="0.05"), dict(autotune=False, alpha=0.05)),  # SB3 tunes auto* only
+    (dict(target_entropy=-3.0), dict(target_entropy=-3.0)),
+])
+def test_sb3_s_sac_arguments_read_as_sb3_means_them(kwargs, read):
+    entry = dataclasses.replace(ZOO["pendulum-sac"], kwargs={**ZOO["pendulum-sac"].kwargs,
+                                                             **kwargs})
+    s = from_zoo(entry)
+    assert {k: getattr(s, k) for k in read} == read
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(action_noise="normal"), "action_noise"),
+    (dict(gradient_steps=0), "always trains"),
+    (dict(train_freq=(1, "episode")), "train_freq in episodes"),
+])
+def test_a_sac_argument_without_a_twin_is_refused(kwargs, words):
+    entry = dataclasses.replace(ZOO["pendulum-sac"], kwargs={**ZOO["pendulum-sac"].kwargs,
+                                                             **kwargs})
+    with pytest.raises(NoTwin, match=words):
+        from_zoo(entry)
+
+
+def test_sb3_s_sac_defaults_are_sb3_s():
+    sb3 = pytest.importorskip("stable_baselines3")
+    import inspect
+
+    params = inspect.signature(sb3.SAC.__init__).parameters
+    assert {k: params[k].default for k in SB3_SAC_DEFAULTS} == SB3_SAC_DEFAULTS
+
+
 @pytest.mark.parametrize("marker, twins", [("| setting | fastrl | SB3 |", TWINS),
                                            ("| SAC setting | fastrl | SB3 |", SAC_TWINS)])
 def test_docs_bench_md_has_a_row_for_every_setting(marker, twins):
@@ -164,6 +198,9 @@ def test_sb3_builds_its_model_at_fastrl_s_settings(task):
             assert model.gradient_steps == entry.kwargs["gradient_steps"]
             assert model.log_ent_coef.exp().item() == pytest.approx(0.2)
             assert model.actor.latent_pi[0].out_features == 64
+            assert (model.target_entropy, model.learning_starts, model.train_freq.frequency) \
+                == (-1.0, 1000, 1)
+            assert model.actor.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
         else:
             assert model.n_steps == entry.kwargs["n_steps"]
     finally:
