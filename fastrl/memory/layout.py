@@ -141,6 +141,8 @@ def pack_final_obs(step_final_obs: np.ndarray, truncated: np.ndarray,
     ``[T, E, *obs]`` (one per step, as simulators hand them over) into a slot's
     ``final_obs`` ``out`` ``[E, rows, *obs]``; ValueError when an env truncated more
     episodes than ``out`` has rows."""
+    if not truncated.any():  # (most slots: the index below costs 7 ns a transition)
+        return
     index = final_obs_index(truncated)
     t, e = np.nonzero(truncated)
     if len(t) and index.max() >= out.shape[1]:
