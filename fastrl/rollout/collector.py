@@ -52,20 +52,18 @@ def finish_slot(reward, terminated, truncated, weight, ep_return, ep_length, epi
             env_id[t, e] = env_ids[e]
             global_step[t, e] = step + env_ids[e]
             episode_id[t, e] = episodes[e] * total_envs + env_ids[e]
+            live = weight[t, e]
+            if live:
+                r = reward[t, e]
+                if not np.isfinite(r):
+                    bad += 1
+                elif clip:
+                    reward[t, e] = np.sign(r)
+                ep_return[e] += r
+                ep_length[e] += 1
             out_return[t, e] = ep_return[e]
             out_length[t, e] = ep_length[e]
-            if not weight[t, e]:
-                continue
-            r = reward[t, e]
-            if not np.isfinite(r):
-                bad += 1
-            elif clip:
-                reward[t, e] = np.sign(r)
-            ep_return[e] += r
-            ep_length[e] += 1
-            out_return[t, e] = ep_return[e]
-            out_length[t, e] = ep_length[e]
-            if terminated[t, e] or truncated[t, e]:
+            if live and (terminated[t, e] or truncated[t, e]):
                 ep_return[e] = 0.0
                 ep_length[e] = 0
                 episodes[e] += 1
