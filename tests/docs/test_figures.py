@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINK = re.compile(r"\[([^\]]*)\]\((?:\.\./)?(benchmarks/results/[^)#\s]+\.json)#(/[^)\s]*)\)")
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"\[([^\]]*)\]\((?:\.\./)*(benchmarks/results/[^)#\s]+\.json)#(/[^)\s]*)\)")
 NUMBER = re.compile(r"[<>~]?(-?[\d,]*\.?\d+)")
 
 
