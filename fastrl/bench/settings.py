@@ -91,7 +91,8 @@ TWINS: dict[str, tuple[str, str]] = {
              "enable_critic_lstm=True"),
 }
 
-#: what one system has and the other cannot take (raised as NoTwin where an entry sets it)
+#: what one system has and the other cannot take: refused (NoTwin) where a config or an
+#: entry sets it, or, where each system always has its own, kept apart in every race
 NO_TWIN: dict[str, str] = {
     "critic without an LSTM": "RecurrentPPO's shared_lstm=False with enable_critic_lstm="
                               "False: fastrl's critic reads a core, the actor's or its own",
@@ -124,6 +125,9 @@ NO_TWIN: dict[str, str] = {
     "SAC's first update": "fastrl's learner takes its first gradient step once the replay "
                           "holds learning_starts and a batch of transitions; SB3 once it "
                           "holds learning_starts (the zoo's Pendulum: 100 < batch 256)",
+    "SAC's entropy step": "SB3 steps the entropy coefficient first and trains the critics "
+                          "and the actor with the new one; fastrl trains them with the "
+                          "coefficient before its step (CleanRL's order)",
     "collection ahead": "fastrl's workers collect up to algo.replay.max_ahead_steps ahead of "
                         "the update-to-data ratio (its engine's); SB3 collects and trains "
                         "in turn",
@@ -307,15 +311,20 @@ def _sac_from_zoo(entry: ZooEntry) -> SACSettings:
         if kw[key] != SB3_SAC_DEFAULTS[key]:
             raise NoTwin(f"SAC's {key}={kw[key]}: fastrl's SAC has "
                          f"{SB3_SAC_DEFAULTS[key]} only")
-    if isinstance(kw["learning_rate"], Linear) or not isinstance(kw["train_freq"], int):
+    freq = kw["train_freq"]
+    freq, unit = freq if isinstance(freq, tuple) else (freq, "step")
+    if isinstance(kw["learning_rate"], Linear) or unit != "step":
         raise NoTwin("a decaying learning rate or a train_freq in episodes: fastrl's SAC "
                      "has neither")
     pk = entry.policy_kwargs
     net = pk.get("net_arch", SB3_SAC_NET)
+    if isinstance(net, dict) and net.get("pi") == net.get("qf"):
+        net = net["pi"]
     if pk.get("activation_fn", "ReLU") != "ReLU" or not isinstance(net, list):
         raise NoTwin(NO_TWIN["apart SAC networks"])
-    collected = kw["train_freq"] * entry.n_envs  # env steps between two train() calls
-    gradient_steps = collected if kw["gradient_steps"] == -1 else kw["gradient_steps"]
+    collected = freq * entry.n_envs  # env steps between two train() calls
+    # (SB3: a negative gradient_steps takes as many as were collected)
+    gradient_steps = collected if kw["gradient_steps"] < 0 else kw["gradient_steps"]
     if gradient_steps < 1:
         raise NoTwin(f"SAC's gradient_steps={gradient_steps}: fastrl's SAC always trains")
     autotune, alpha = _entropy_coef(kw["ent_coef"])

@@ -145,7 +145,7 @@ def pack_final_obs(step_final_obs: np.ndarray, truncated: np.ndarray,
         return
     index = final_obs_index(truncated)
     t, e = np.nonzero(truncated)
-    if len(t) and index.max() >= out.shape[1]:
+    if index.max() >= out.shape[1]:
         raise ValueError(f"{int(index.max()) + 1} truncated episodes of one env in "
                          f"{len(truncated)} steps; the slot keeps {out.shape[1]} per env")
     out[e, index[t, e]] = step_final_obs[t, e]
