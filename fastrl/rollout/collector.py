@@ -43,7 +43,8 @@ def finish_slot(reward, terminated, truncated, weight, ep_return, ep_length, epi
     running episode returns and lengths (the episode's own where it ended; carried in
     ``ep_return`` / ``ep_length`` / ``episodes`` from slot to slot), episode and env ids and
     global steps; with ``clip``, rewards become their signs (the returns stay the env's).
-    Steps of weight 0 (a multi-agent env's padding) leave the episode as it was.
+    Steps of weight 0 (a multi-agent env's padding) leave the episode as it was; ``weight``
+    None weighs every step 1.
     Returns the number of non-finite rewards, which are left as they came."""
     bad = 0
     for t in range(reward.shape[0]):
@@ -52,7 +53,11 @@ def finish_slot(reward, terminated, truncated, weight, ep_return, ep_length, epi
             env_id[t, e] = env_ids[e]
             global_step[t, e] = step + env_ids[e]
             episode_id[t, e] = episodes[e] * total_envs + env_ids[e]
-            live = weight[t, e]
+            # (None: every row live; numba compiles that case without the loads)
+            if weight is None:
+                live = True
+            else:
+                live = weight[t, e]
             if live:
                 r = reward[t, e]
                 if not np.isfinite(r):
@@ -75,9 +80,10 @@ def warm_up() -> None:
     the fork server calls this, so that no worker pays it on its first slot."""
     t, b = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.bool_)
     i32, i64 = np.zeros((1, 1), np.int32), np.zeros((1, 1), np.int64)
-    finish_slot(t, b, b, ~b, np.zeros(1), np.zeros(1, np.int32), np.zeros(1, np.int64),
-                np.zeros(1, np.int32), 1, 0, False, t.copy(), i32, i64, i32.copy(),
-                i64.copy())
+    for weight in (~b, None):
+        finish_slot(t, b, b, weight, np.zeros(1), np.zeros(1, np.int32),
+                    np.zeros(1, np.int64), np.zeros(1, np.int32), 1, 0, False, t.copy(), i32,
+                    i64, i32.copy(), i64.copy())
 
 
 def slot_rows(slot: dict[str, np.ndarray], final_obs: np.ndarray) -> SlotRows:
@@ -140,7 +146,6 @@ class Collector:
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int32)
         self.episodes = np.zeros(n, np.int64)
-        self._all_weighted: np.ndarray | None = None  # [T, E] True, for unweighted slots
         self._live = live_rows_of(envs)  # (None: every row is live)
 
     def state(self) -> dict:
@@ -180,7 +185,7 @@ class Collector:
         self.obs[:] = slot["bootstrap_obs"]
         rollout_len = len(slot["reward"])
         bad = finish_slot(slot["reward"], slot["terminated"], slot["truncated"],
-                          self._weights(slot), self.ep_return,
+                          slot["weight"] if self.weighted else None, self.ep_return,
                           self.ep_length, self.episodes, self.env_ids, self.total_envs,
                           slot_seq * rollout_len, self.clip_rewards, slot["episode_return"],
                           slot["episode_length"], slot["episode_id"], slot["env_id"],
@@ -191,14 +196,6 @@ class Collector:
         self.act_ns += act_ns
         self.env_ns += env_ns
         self.fill_ns += clock() - t_fill
-
-    def _weights(self, slot: dict[str, np.ndarray]) -> np.ndarray:
-        """The slot's ``weight`` ``[T, E]``, or all 1 where it has none."""
-        if self.weighted:
-            return slot["weight"]
-        if self._all_weighted is None or self._all_weighted.shape != slot["reward"].shape:
-            self._all_weighted = np.ones(slot["reward"].shape, np.bool_)
-        return self._all_weighted
 
     def _step_by_step(self, slot: dict[str, np.ndarray]) -> tuple[int, int]:
         """One actor call and one env step per time step; returns their nanoseconds."""
