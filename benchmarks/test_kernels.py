@@ -128,8 +128,8 @@ def test_finish_slot_kernel(benchmark, cartpole_slot):
     _, slot, _ = cartpole_slot
     carry = np.zeros(SLOT_E), np.zeros(SLOT_E, np.int32), np.zeros(SLOT_E, np.int64)
     env_ids = np.arange(SLOT_E, dtype=np.int32)
-    active = np.ones_like(slot["terminated"])
-    benchmark(finish_slot, slot["reward"], slot["terminated"], slot["truncated"], active, *carry,
+    # (weight None: every row live, as a single-agent env's slot; the collector's call)
+    benchmark(finish_slot, slot["reward"], slot["terminated"], slot["truncated"], None, *carry,
               env_ids, SLOT_E, 0, False, slot["episode_return"], slot["episode_length"],
               slot["episode_id"], slot["env_id"], slot["global_step"])
 
