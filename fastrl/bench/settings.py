@@ -193,15 +193,13 @@ def _ppo_from_fastrl(cfg: MainConfig) -> PPOSettings:
         lstm=a.core_size if a.core == "lstm" else 0)
 
 
-def _ppo_to_fastrl(s: PPOSettings, workers: int) -> list[str]:
-    """fastrl's overrides for ``s`` on ``workers`` workers."""
+def _ppo_to_fastrl(s: PPOSettings) -> list[str]:
+    """fastrl's overrides for ``s`` beyond those every family has (:func:`to_fastrl`)."""
     batch = s.n_envs * s.rollout_len
     if batch % s.minibatch:
         raise NoTwin(f"minibatches of {s.minibatch} do not divide a batch of {batch}: "
                      "fastrl's algo.num_minibatches splits it evenly")
-    hidden = "[" + ", ".join(map(str, s.hidden)) + "]"
     return [
-        f"infra.num_workers={workers}", f"infra.envs_per_worker={s.n_envs // workers}",
         f"infra.rollout_len={s.rollout_len}", f"algo.num_minibatches={batch // s.minibatch}",
         f"algo.update_epochs={s.epochs}", f"algo.lr={s.lr}",
         f"algo.anneal_lr={str(s.lr_decays).lower()}", f"algo.clip_coef={s.clip}",
@@ -209,11 +207,10 @@ def _ppo_to_fastrl(s: PPOSettings, workers: int) -> list[str]:
         f"algo.clip_vloss={str(s.value_clip).lower()}", f"algo.gamma={s.gamma}",
         f"algo.gae_lambda={s.gae_lambda}", f"algo.ent_coef={s.ent_coef}",
         f"algo.vf_coef={2 * s.vf_coef}", f"algo.max_grad_norm={s.max_grad_norm}",
-        f"algo.hidden_sizes={hidden}", f"algo.activation={s.activation}",
+        f"algo.activation={s.activation}",
         f"algo.ortho_init={str(s.ortho_init).lower()}", f"algo.log_std_init={s.log_std_init}",
         f"algo.normalize_obs={str(s.normalize).lower()}",
         f"algo.normalize_reward={str(s.normalize).lower()}",
-        f"algo.total_steps={s.total_steps}",
         *(["algo.core=lstm", f"algo.core_size={s.lstm}",
            "algo.shared_core=false"] if s.lstm
           else ["algo.core=none"]),
@@ -355,18 +352,15 @@ def _sac_from_fastrl(cfg: MainConfig) -> SACSettings:
         hidden=tuple(a.hidden_sizes), total_steps=a.total_steps)
 
 
-def _sac_to_fastrl(s: SACSettings, workers: int) -> list[str]:
-    """fastrl's overrides for ``s`` on ``workers`` workers."""
-    hidden = "[" + ", ".join(map(str, s.hidden)) + "]"
+def _sac_to_fastrl(s: SACSettings) -> list[str]:
+    """fastrl's overrides for ``s`` beyond those every family has (:func:`to_fastrl`)."""
     target = "null" if s.target_entropy is None else s.target_entropy
     return [
-        f"infra.num_workers={workers}", f"infra.envs_per_worker={s.n_envs // workers}",
         f"algo.lr={s.lr}", f"algo.sac.q_lr={s.lr}", f"algo.replay.batch_size={s.batch}",
         f"algo.replay.capacity={s.buffer}", f"algo.replay.learning_starts={s.learning_starts}",
         f"algo.replay.updates_per_step={s.updates_per_step}", f"algo.gamma={s.gamma}",
         f"algo.sac.tau={s.tau}", f"algo.sac.autotune={str(s.autotune).lower()}",
         f"algo.sac.alpha={s.alpha}", f"algo.sac.target_entropy={target}",
-        f"algo.hidden_sizes={hidden}", f"algo.total_steps={s.total_steps}",
         # what the zoo's SAC has none of
         "algo.replay.prioritized=false", "algo.replay.n_step=1", "algo.normalize_obs=false",
         "algo.normalize_reward=false",
@@ -416,7 +410,10 @@ def to_fastrl(s: Settings, num_workers: int) -> list[str]:
     """fastrl's overrides for ``s``, its envs split over up to ``num_workers`` workers (as
     many as divide them)."""
     workers = max(w for w in range(1, num_workers + 1) if s.n_envs % w == 0)
-    return (_ppo_to_fastrl if isinstance(s, PPOSettings) else _sac_to_fastrl)(s, workers)
+    hidden = "[" + ", ".join(map(str, s.hidden)) + "]"
+    family = _ppo_to_fastrl if isinstance(s, PPOSettings) else _sac_to_fastrl
+    return [f"infra.num_workers={workers}", f"infra.envs_per_worker={s.n_envs // workers}",
+            f"algo.hidden_sizes={hidden}", f"algo.total_steps={s.total_steps}", *family(s)]
 
 
 def to_sb3(s: Settings, like: ZooEntry) -> ZooEntry:
