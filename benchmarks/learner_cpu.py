@@ -3,7 +3,7 @@ HalfCheetah) and the Nature CNN (PPO on Breakout), each with the options that mi
 it up, beside Stable-Baselines3's training throughput on the same task, in the same run.
 
     python benchmarks/learner_cpu.py [--cases cartpole-ppo,hopper-ppo,halfcheetah-sac,...]
-                                     [--rounds 3] [--seconds 4]
+                                     [--rounds 3] [--seconds 4] [--out FILE.json]
 
 fastrl's side is its own update (fastrl.algos, made as the learner makes it, from the
 shipped config) on a synthetic batch valid for the env's spaces (fastrl.bench.learner's
@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +54,7 @@ import torch
 from gymnasium.vector.utils import batch_space
 
 from fastrl.bench.learner import synthetic_slot
+from fastrl.bench.report import machine_facts
 from fastrl.bench.sb3_solve import make_env, make_model
 from fastrl.bench.zoo import ZOO
 from fastrl.config import load_config
@@ -196,43 +199,62 @@ def floor_samples_per_cpu_second(case: Case, flops: float) -> float | None:
 
 
 def main() -> None:
-    """Alternate the variants and SB3 over ``--rounds``; print medians and ratios."""
+    """Alternate the variants and SB3 over ``--rounds``; print medians and ratios, and
+    write them with the machine's facts to ``--out``."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument("--out", type=Path, help="JSON file of every round, median and ratio")
     args = p.parse_args()
-    for name in args.cases.split(","):
-        case = CASES[name]
-        variants = ["shipped", "2 threads", "compile", "bf16"] + \
-            (["channels-last", "compile+channels-last"] if case.cnn else [])
-        runs: dict[str, list[float]] = {v: [] for v in [*variants, "SB3"]}
-        failed: dict[str, str] = {}
-        for r in range(args.rounds):
-            order = variants if r % 2 == 0 else variants[::-1]
-            for v in order:
-                try:
-                    runs[v].append(time_fastrl(case, v, args.seconds))
-                except Exception as e:  # a variant the update does not support: say why
-                    runs[v].append(math.nan)
-                    failed[v] = f"{type(e).__name__}: {str(e).splitlines()[0][:90]}"
-            runs["SB3"].append(time_sb3(name, args.seconds))
-        base = statistics.median(runs["shipped"])
-        floor = floor_samples_per_cpu_second(case, matmul_flops_per_cpu_second())
-        same = "the same minibatch and network" if name == "cartpole-ppo" else \
-            "each system at its own minibatch size, epochs and network: not the same work"
-        print(f"\n{name}: samples trained per CPU-second (medians of {args.rounds} rounds; "
-              f"{same})")
-        if floor is not None:
-            print(f"  {'floor':14s} {floor:12,.0f}   {floor / base:5.2f}x shipped   "
-                  "(every matmul FLOP at this machine's matmul peak)")
-        for v, xs in runs.items():
-            m = statistics.median(xs)
-            if v in failed:
-                print(f"  {v:14s} fails: {failed[v]}")
-                continue
-            print(f"  {v:14s} {m:12,.0f}   {m / base:5.2f}x shipped   "
-                  f"rounds: {', '.join(f'{x:,.0f}' for x in xs)}")
+    cases = {name: measure_case(name, args.rounds, args.seconds)
+             for name in args.cases.split(",")}
+    if args.out:
+        doc = {"command": " ".join(["python benchmarks/learner_cpu.py", *sys.argv[1:]]),
+               "machine": machine_facts(), "options": {k: str(v) for k, v in vars(args).items()},
+               "cases": cases}
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def measure_case(name: str, rounds: int, seconds: float) -> dict:
+    """One case's rounds, printed: the floor, and each variant's and SB3's median samples
+    per CPU-second with its ratio to ``shipped`` (``failed`` says why a variant cannot
+    run)."""
+    case = CASES[name]
+    variants = ["shipped", "2 threads", "compile", "bf16"] + \
+        (["channels-last", "compile+channels-last"] if case.cnn else [])
+    runs: dict[str, list[float]] = {v: [] for v in [*variants, "SB3"]}
+    failed: dict[str, str] = {}
+    for r in range(rounds):
+        for v in (variants if r % 2 == 0 else variants[::-1]):
+            try:
+                runs[v].append(time_fastrl(case, v, seconds))
+            except Exception as e:  # a variant the update does not support: say why
+                runs[v].append(math.nan)
+                failed[v] = f"{type(e).__name__}: {str(e).splitlines()[0][:90]}"
+        runs["SB3"].append(time_sb3(name, seconds))
+    base = statistics.median(runs["shipped"])
+    floor = floor_samples_per_cpu_second(case, matmul_flops_per_cpu_second())
+    same = name == "cartpole-ppo"
+    print(f"\n{name}: samples trained per CPU-second (medians of {rounds} rounds; " +
+          ("the same minibatch and network)" if same else
+           "each system at its own minibatch size, epochs and network: not the same work)"))
+    if floor is not None:
+        print(f"  {'floor':14s} {floor:12,.0f}   {floor / base:5.2f}x shipped   "
+              "(every matmul FLOP at this machine's matmul peak)")
+    rows = []
+    for v, xs in runs.items():
+        m = statistics.median(xs)
+        rows.append({"variant": v, "median": None if v in failed else m,
+                     "ratio": None if v in failed else m / base,
+                     "rounds": [None if math.isnan(x) else x for x in xs],
+                     "failed": failed.get(v)})
+        if v in failed:
+            print(f"  {v:14s} fails: {failed[v]}")
+            continue
+        print(f"  {v:14s} {m:12,.0f}   {m / base:5.2f}x shipped   "
+              f"rounds: {', '.join(f'{x:,.0f}' for x in xs)}")
+    return {"same_work": same, "floor": floor, "variants": rows}
 
 
 if __name__ == "__main__":
