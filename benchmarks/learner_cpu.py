@@ -9,7 +9,10 @@ fastrl's side is its own update (fastrl.algos, made as the learner makes it, fro
 shipped config) on a synthetic batch valid for the env's spaces (fastrl.bench.learner's
 ``synthetic_slot``), in the learner's torch setting (``learner_torch``). The variants:
 
-- ``shipped``: as the learner runs it (``infra.learner_threads=1``);
+- ``shipped``: as the learner runs it (``infra.learner_threads=1``; PPO's small MLP
+  steps in numpy, fastrl.models.numpy_grad);
+- ``autograd``: the same update through torch's autograd (PPO's path for every other
+  policy); the variants below are of this path:
 - ``2 threads``: two intra-op threads;
 - ``compile``: ``torch.compile`` of the networks' forward passes;
 - ``channels-last``: the CNN's weights in channels-last memory (the CNN only), and
@@ -42,12 +45,17 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+# numpy's BLAS on one thread, as in fastrl's processes (fastrl.core.forkserver); before
+# numpy is first imported, when OpenBLAS reads it
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import torch
@@ -94,6 +102,8 @@ def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
         policy = policy.to(memory_format=torch.channels_last)
     update = algo.make_update(cfg.algo, policy, plan.obs_space, plan.act_space,
                               torch.device("cpu"))
+    if variant != "shipped" and getattr(update, "_numpy", None) is not None:
+        update._numpy = None  # the autograd path
     if "compile" in variant:
         _compile_forwards(update)
     slot = synthetic_slot(plan)
@@ -221,7 +231,7 @@ def measure_case(name: str, rounds: int, seconds: float) -> dict:
     per CPU-second with its ratio to ``shipped`` (``failed`` says why a variant cannot
     run)."""
     case = CASES[name]
-    variants = ["shipped", "2 threads", "compile", "bf16"] + \
+    variants = ["shipped", "autograd", "2 threads", "compile", "bf16"] + \
         (["channels-last", "compile+channels-last"] if case.cnn else [])
     runs: dict[str, list[float]] = {v: [] for v in [*variants, "SB3"]}
     failed: dict[str, str] = {}

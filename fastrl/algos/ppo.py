@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -23,6 +24,7 @@ from fastrl.algos.base import Algorithm, DataMode, RunConfig, annealed, set_lr
 from fastrl.algos.units import ValueAfter, units_of
 from fastrl.core.errors import ConfigError
 from fastrl.models.families import ACTOR_CRITIC
+from fastrl.models.numpy_grad import NumpyGrad
 from fastrl.models.policy import ActorCritic
 from fastrl.models.recurrent import NO_CORE
 
@@ -99,6 +101,8 @@ class PPO:
         self.cfg = cfg
         self.units = units_of(policy)
         self.optimizer = Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+        # small MLP steps in numpy: a fraction of their cost in torch ops (numpy_grad)
+        self._numpy = NumpyGrad(policy) if NumpyGrad.supports(policy) else None
 
     def state_dict(self) -> dict:
         """What continues training besides the policy's weights."""
@@ -200,38 +204,118 @@ class PPO:
         weights = data.get("weight")
         if whole and cfg.norm_adv:
             data["adv"] = normalized(data["adv"], weights)
+        minibatch_step = self._torch_step
+        if self._numpy is not None and weights is None:
+            minibatch_step = self._numpy_step
+            data = self._numpy_data(data)
+            self._grads = self._numpy.bind_grads()  # (zero_grad drops them)
         for epoch in range(cfg.update_epochs):
             measure = cfg.target_kl is not None or epoch == cfg.update_epochs - 1
-            measured: list[torch.Tensor] = []
+            measured: list = []
             perm = None if whole else torch.randperm(n, device=adv.device)
             for start in range(0, n, mb_size):
                 mb = slice(None) if perm is None else perm[start : start + mb_size]
-                w = None if weights is None else weights[mb]
-                logp, entropy, value = self.units.evaluate(data, mb)
-                log_ratio = logp - data["log_prob"][mb]
-                ratio = log_ratio.exp()
-                mb_adv = data["adv"][mb]
-                if not whole and cfg.norm_adv:
-                    mb_adv = normalized(mb_adv, w)
-                pg_loss = masked_mean(torch.max(
-                    -mb_adv * ratio,
-                    -mb_adv * ratio.clamp(1 - clip, 1 + clip),
-                ), w)
-                v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb], w,
-                                          clip)
-                loss = pg_loss + cfg.vf_coef * v_loss
-                if cfg.ent_coef:
-                    loss = loss - cfg.ent_coef * masked_mean(entropy, w)
-                grad_norm = self.step(loss)
+                stats = minibatch_step(data, mb, clip, measure, normalize=not whole)
                 if measure:
-                    measured.append(self._measure(pg_loss, v_loss, entropy, log_ratio.detach(),
-                                                  grad_norm, w, clip))
+                    measured.append(stats)
             if cfg.target_kl is not None and measured[-1][APPROX_KL] > cfg.target_kl:
                 break
-        out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
+        means = torch.as_tensor(np.mean(measured, 0)) if minibatch_step == self._numpy_step \
+            else torch.stack(measured).mean(0)
+        out = dict(zip(STAT_NAMES, means))
         out["explained_variance"] = explained_variance(returns, batch["value"],
                                                        step_weights(batch))
         return out
+
+    def _torch_step(self, data: dict[str, torch.Tensor], mb: Any, clip: float,
+                    measure: bool, normalize: bool) -> torch.Tensor | None:
+        """One gradient step on the units ``mb`` of ``data`` through autograd (advantages
+        normalised here with ``normalize``); their statistics when ``measure``."""
+        cfg = self.cfg
+        weights = data.get("weight")
+        w = None if weights is None else weights[mb]
+        logp, entropy, value = self.units.evaluate(data, mb)
+        log_ratio = logp - data["log_prob"][mb]
+        ratio = log_ratio.exp()
+        mb_adv = data["adv"][mb]
+        if normalize and cfg.norm_adv:
+            mb_adv = normalized(mb_adv, w)
+        pg_loss = masked_mean(torch.max(
+            -mb_adv * ratio,
+            -mb_adv * ratio.clamp(1 - clip, 1 + clip),
+        ), w)
+        v_loss = self._value_loss(value, data["returns"][mb], data["value"][mb], w, clip)
+        loss = pg_loss + cfg.vf_coef * v_loss
+        if cfg.ent_coef:
+            loss = loss - cfg.ent_coef * masked_mean(entropy, w)
+        grad_norm = self.step(loss)
+        if not measure:
+            return None
+        return self._measure(pg_loss, v_loss, entropy, log_ratio.detach(), grad_norm, w, clip)
+
+    def _numpy_data(self, data: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        """:meth:`_split`'s transitions as :meth:`_numpy_step` reads them: numpy views, the
+        observations as features ``x`` ``[size, n]`` (and ``legal`` ``[classes, n]``)."""
+        x, legal = self._numpy.inputs(data["obs"].numpy())
+        action = self.policy._flat_action(data["action"]).numpy()
+        if not self._numpy.continuous:
+            action = action.astype(np.intp)
+        return {"x": x, "legal": legal, "action": action,
+                **{k: data[k].numpy() for k in ("log_prob", "value", "adv", "returns")}}
+
+    def _numpy_step(self, data: dict[str, np.ndarray], mb: Any, clip: float, measure: bool,
+                    normalize: bool) -> np.ndarray | None:
+        """:meth:`_torch_step` in numpy (fastrl.models.numpy_grad): the same loss, its
+        gradient written out; the optimizer is the same."""
+        cfg = self.cfg
+        if not isinstance(mb, slice):
+            mb = mb.numpy()
+        legal = data["legal"]
+        logp, entropy, value = self._numpy.evaluate(
+            data["x"][:, mb], None if legal is None else legal[:, mb], data["action"][mb])
+        log_ratio = logp - data["log_prob"][mb]
+        ratio = np.exp(log_ratio)
+        adv = data["adv"][mb]
+        if normalize and cfg.norm_adv:
+            adv = (adv - adv.mean()) / (adv.std(ddof=1) + np.float32(1e-8))
+        n = np.float32(len(ratio))
+        unclipped, clipped = -adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip)
+        # (torch.max's gradient: the larger side's; inside the clip range both are -adv)
+        d_log_prob = np.where(unclipped >= clipped, -adv, np.float32(0)) * ratio / n
+        v_loss, d_value = self._numpy_value_loss(value, data["returns"][mb],
+                                                 data["value"][mb], clip)
+        self._numpy.backward(d_log_prob, -cfg.ent_coef / n, cfg.vf_coef * d_value / n)
+        grad_norm = self._clip_numpy_grads()
+        self.optimizer.step()
+        if not measure:
+            return None
+        return np.array([np.maximum(unclipped, clipped).mean(), v_loss, entropy.mean(),
+                         ((ratio - 1) - log_ratio).mean(), (np.abs(ratio - 1) > clip).mean(),
+                         grad_norm], np.float32)
+
+    def _numpy_value_loss(self, value: np.ndarray, returns: np.ndarray,
+                          old_values: np.ndarray, clip: float) -> tuple[float, np.ndarray]:
+        """:meth:`_value_loss` and its gradient times the batch size, in numpy."""
+        err = value - returns
+        if not self.cfg.clip_vloss:
+            return 0.5 * float(np.mean(err * err)), err
+        clipped_err = old_values + np.clip(value - old_values, -clip, clip) - returns
+        sq, clipped_sq = err * err, clipped_err * clipped_err
+        inside = np.abs(value - old_values) <= clip  # where the clip passes a gradient
+        # torch.max's gradient: the larger side's, half to each where they are equal
+        d = np.where(sq > clipped_sq, err, np.where(sq < clipped_sq, clipped_err * inside,
+                                                    0.5 * (err + clipped_err * inside)))
+        return 0.5 * float(np.mean(np.maximum(sq, clipped_sq))), d
+
+    def _clip_numpy_grads(self) -> float:
+        """Scale the gradients :meth:`_numpy_step` wrote to a norm of at most
+        ``max_grad_norm``, as ``clip_grad_norm_``; returns the norm before."""
+        norm = float(np.sqrt(sum(np.dot(g.ravel(), g.ravel()) for g in self._grads)))
+        scale = self.cfg.max_grad_norm / (norm + 1e-6)
+        if scale < 1:
+            for g in self._grads:
+                g *= np.float32(scale)
+        return norm
 
     def evaluate_batch(self, batch: dict[str, torch.Tensor]):
         """``(log_prob, entropy, value)`` ``[T, N]`` of a whole time-major batch's actions

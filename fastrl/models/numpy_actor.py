@@ -29,6 +29,18 @@ NORM_CLIP = np.float32(RunningNorm.CLIP)
 ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: lambda x, out: np.maximum(x, 0, out=out)}
 
 
+def _tanh_grad(d: np.ndarray, y: np.ndarray) -> None:
+    d *= 1 - y * y  # tanh' from its output
+
+
+def _relu_grad(d: np.ndarray, y: np.ndarray) -> None:
+    d *= y > 0
+
+
+#: each activation's derivative, applied in place to the gradient ``d`` of its output ``y``
+DERIVATIVES = {np.tanh: _tanh_grad, ACTIVATIONS[nn.ReLU]: _relu_grad}
+
+
 def _view(p: torch.Tensor) -> np.ndarray:
     return p.detach().numpy()  # shares the parameter's memory
 
@@ -49,6 +61,7 @@ class NumpyMLP:
                 w, b, _ = self.layers[-1]
                 self.layers[-1] = (w, b, ACTIVATIONS[type(module)])
         self._out: dict[int, list[np.ndarray]] = {}
+        self._back: dict[int, list[np.ndarray]] = {}  # backward's gradients, likewise
 
     @staticmethod
     def supports(seq: nn.Module) -> bool:
@@ -78,6 +91,26 @@ class NumpyMLP:
             x = out
         return x
 
+    def backward(self, x: np.ndarray, d: np.ndarray,
+                 grads: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Backpropagate ``d`` ``[out, n]``, the gradient of a loss with respect to the
+        output of the last call (whose input was ``x`` ``[in, n]``), into ``grads``: a
+        ``(weight, bias)`` pair of arrays per layer, overwritten. ``d`` is overwritten."""
+        n = x.shape[1]
+        outs = self._out[n]
+        back = self._back.get(n)
+        if back is None:
+            back = self._back[n] = [np.empty_like(o) for o in outs[:-1]]
+        for i in range(len(self.layers) - 1, -1, -1):
+            w, _, activation = self.layers[i]
+            if activation is not None:
+                DERIVATIVES[activation](d, outs[i])
+            grad_w, grad_b = grads[i]
+            np.dot(d, (outs[i - 1] if i else x).T, out=grad_w)
+            np.sum(d, axis=1, out=grad_b)
+            if i:
+                d = np.dot(w.T, d, out=back[i - 1])
+
 
 class NumpyActorCritic(Actor):
     """:meth:`ActorCritic.act` of one policy in numpy: an
@@ -90,7 +123,7 @@ class NumpyActorCritic(Actor):
         self._size = features.size
         record = isinstance(features, RecordEncoder)
         # (leaf or None, features, one-hot classes or 0, first class) per part of the
-        # features; a plain Box observation is read in one piece by _features instead
+        # features; a plain Box observation is read in one piece by features instead
         self._parts = [(leaf, e.size, e._one_hot, e._start) for leaf, e in zip(
             features.leaves if record else [None], features.encoders if record else [features])]
         self._in_parts = record or bool(features._one_hot)
@@ -115,7 +148,7 @@ class NumpyActorCritic(Actor):
             return all(type(e) is ObsFeatures and e.norm is None for e in features.encoders)
         return type(features) is ObsFeatures
 
-    def _features(self, obs: np.ndarray) -> np.ndarray:
+    def features(self, obs: np.ndarray) -> np.ndarray:
         """Observations ``[n, *obs]`` as float32 features ``[size, n]``, C order."""
         if self._in_parts:
             return self._part_features(obs)
@@ -143,7 +176,7 @@ class NumpyActorCritic(Actor):
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(action, log_prob, value)`` sampled for observations ``[n, *obs]``."""
-        x = self._features(obs)
+        x = self.features(obs)
         head = self.actor(x)  # [classes or action size, n]
         if self._mask is not None:  # as fastrl.models.masks.mask_logits
             head[~self._mask.numpy(obs).T] = -np.inf
