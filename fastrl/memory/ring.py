@@ -176,3 +176,10 @@ class Ring:
     def get(self, counter: int) -> int:
         """Read a control-block counter."""
         return int(load_acquire(self.ctrl, counter))
+
+    def get_own(self, counter: int) -> int:
+        """Read a counter that only this process writes (the supervisor's INCARNATION):
+        its own stores need no ordered load. A process's first ordered load costs ~0.3 s
+        of numba start-up (fastrl.memory.atomics.warm_up), which the supervisor must not
+        pay between starting the learner and the workers."""
+        return int(self.ctrl[counter])

@@ -1,4 +1,5 @@
-"""The workers' action choice for the built-in MLP actor-critic, in numpy.
+"""The workers' action choice for the built-in MLP actor-critic, in numpy (its MLPs'
+backward pass serves the learner's numpy gradient, fastrl.models.numpy_grad).
 
 At a worker's batch sizes (tens of envs, 64-unit layers) a torch forward costs its per-op
 dispatch (a few µs for each of ~25 ops) far more than its arithmetic; numpy's BLAS calls and

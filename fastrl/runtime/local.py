@@ -41,7 +41,7 @@ class LocalRuntime(Runtime):
         memory = run.memory
         run.children.spawn(f"worker {i}", run_worker, WorkerSpec(
             run.plan, i, memory.ring_names[i], memory.weights_name, memory.control_name,
-            str(run.run_dir), run.children.parent_pid(), memory.rings[i].get(INCARNATION),
+            str(run.run_dir), run.children.parent_pid(), memory.rings[i].get_own(INCARNATION),
             parked))
 
     def watch(self, run: RunState) -> None:

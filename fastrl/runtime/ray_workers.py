@@ -472,7 +472,7 @@ class RayRuntime(LocalRuntime):
 
     def start_worker(self, run: RunState, i: int, parked: str | None = None) -> None:
         """Start worker ``i``'s actor (in the background: it reports when it has started)."""
-        handle = self.workers.start_worker(i, run.memory.rings[i].get(INCARNATION), parked)
+        handle = self.workers.start_worker(i, run.memory.rings[i].get_own(INCARNATION), parked)
         run.children.track(f"worker {i}", handle)
 
     def check_children(self, run: RunState) -> None:
