@@ -8,7 +8,9 @@ the steps that count; padding, at 0, is kept out of every mean). Termination end
 return; truncation bootstraps from the value of the final observation.
 
 What a minibatch takes, transitions or whole env sequences, is the policy's unit of data,
-chosen once (fastrl.algos.units); nothing here depends on which.
+chosen once (fastrl.algos.units); nothing here depends on which. The built-in MLP
+actor-critic's minibatch steps on the CPU are computed in numpy (fastrl.models.numpy_grad),
+the same loss with its gradient written out.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class PPO:
         self.optimizer = Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
         # small MLP steps in numpy: a fraction of their cost in torch ops (numpy_grad)
         self._numpy = NumpyGrad(policy) if NumpyGrad.supports(policy) else None
+        self._grads: list[np.ndarray] = []  # its gradients' views, bound per update
 
     def state_dict(self) -> dict:
         """What continues training besides the policy's weights."""
@@ -187,11 +190,13 @@ class PPO:
         waits for a GPU, unless ``target_kl`` is set (stopping early needs the KL on the
         host).
 
-        At CartPole sizes a gradient step is bound by the number of small torch ops, not
-        by arithmetic, so the loop does only what the step needs: statistics are measured
-        in the last epoch only (in every epoch under ``target_kl``, whose last is not known
-        ahead), one minibatch's advantages are normalised once, and a zero ``ent_coef``
-        keeps the entropy out of the backward pass.
+        At CartPole sizes a gradient step through autograd is bound by the number of small
+        torch ops, not by arithmetic: the built-in MLP actor-critic on the CPU steps in
+        numpy instead (:meth:`_numpy_step`), and either does only what the step needs:
+        statistics are measured in the last epoch only (in every epoch under
+        ``target_kl``, whose last is not known ahead), one minibatch's advantages are
+        normalised once, and a zero ``ent_coef`` keeps the entropy out of the backward
+        pass.
         """
         cfg = self.cfg
         set_lr(self.optimizer, lr)
@@ -211,7 +216,7 @@ class PPO:
             self._grads = self._numpy.bind_grads()  # (zero_grad drops them)
         for epoch in range(cfg.update_epochs):
             measure = cfg.target_kl is not None or epoch == cfg.update_epochs - 1
-            measured: list = []
+            measured: list[torch.Tensor] = []
             perm = None if whole else torch.randperm(n, device=adv.device)
             for start in range(0, n, mb_size):
                 mb = slice(None) if perm is None else perm[start : start + mb_size]
@@ -220,9 +225,7 @@ class PPO:
                     measured.append(stats)
             if cfg.target_kl is not None and measured[-1][APPROX_KL] > cfg.target_kl:
                 break
-        means = torch.as_tensor(np.mean(measured, 0)) if minibatch_step == self._numpy_step \
-            else torch.stack(measured).mean(0)
-        out = dict(zip(STAT_NAMES, means))
+        out = dict(zip(STAT_NAMES, torch.stack(measured).mean(0)))
         out["explained_variance"] = explained_variance(returns, batch["value"],
                                                        step_weights(batch))
         return out
@@ -264,7 +267,7 @@ class PPO:
                 **{k: data[k].numpy() for k in ("log_prob", "value", "adv", "returns")}}
 
     def _numpy_step(self, data: dict[str, np.ndarray], mb: Any, clip: float, measure: bool,
-                    normalize: bool) -> np.ndarray | None:
+                    normalize: bool) -> torch.Tensor | None:
         """:meth:`_torch_step` in numpy (fastrl.models.numpy_grad): the same loss, its
         gradient written out; the optimizer is the same."""
         cfg = self.cfg
@@ -289,9 +292,10 @@ class PPO:
         self.optimizer.step()
         if not measure:
             return None
-        return np.array([np.maximum(unclipped, clipped).mean(), v_loss, entropy.mean(),
-                         ((ratio - 1) - log_ratio).mean(), (np.abs(ratio - 1) > clip).mean(),
-                         grad_norm], np.float32)
+        return torch.from_numpy(np.array([
+            np.maximum(unclipped, clipped).mean(), v_loss, entropy.mean(),
+            ((ratio - 1) - log_ratio).mean(), (np.abs(ratio - 1) > clip).mean(), grad_norm],
+            np.float32))
 
     def _numpy_value_loss(self, value: np.ndarray, returns: np.ndarray,
                           old_values: np.ndarray, clip: float) -> tuple[float, np.ndarray]:
