@@ -198,12 +198,13 @@ def matmul_flops_per_cpu_second(n: int = 512, seconds: float = 1.0) -> float:
 
 
 def floor_samples_per_cpu_second(case: Case, flops: float) -> float | None:
-    """The arithmetic floor of an MLP update: samples per CPU-second if every FLOP of its
-    matmuls (forward, and twice that backward: 6 per weight) ran at the matmul peak
-    ``flops``; None for a CNN."""
-    if case.cnn:
-        return None
+    """The arithmetic floor of an actor-critic MLP's PPO update: samples per CPU-second if
+    every FLOP of its matmuls (forward, and twice that backward: 6 per weight) ran at the
+    matmul peak ``flops``; None for a CNN, and for SAC, whose step also runs the target
+    critics and the actor through the critics (the acting policy's weights miss those)."""
     cfg = load_config(CONFIGS / case.config, list(case.overrides))
+    if case.cnn or not cfg.algo.algorithm.data.on_policy:
+        return None
     weights = sum(p.numel() for p in plan_run(cfg).policy().parameters() if p.dim() == 2)
     return flops / (6 * weights)
 
