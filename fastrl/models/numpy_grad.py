@@ -34,7 +34,11 @@ class NumpyGrad:
         self.net = NumpyActorCritic(policy)
         self.continuous = policy.continuous
         self._cols: np.ndarray = np.arange(0)
-        self._saved: tuple = ()
+        self._saved: tuple = ()  # what backward needs of the last evaluate
+        # numpy views of the gradients, per layer (bind_grads)
+        self._actor_grads: list[tuple[np.ndarray, np.ndarray]] = []
+        self._critic_grads: list[tuple[np.ndarray, np.ndarray]] = []
+        self._log_std_grad: np.ndarray | None = None
 
     @staticmethod
     def supports(policy: nn.Module) -> bool:
@@ -49,7 +53,6 @@ class NumpyGrad:
         policy = self.policy
         self._actor_grads = _layer_grads(policy.actor)
         self._critic_grads = _layer_grads(policy.critic)
-        self._log_std_grad = None
         if self.continuous:
             policy.log_std.grad = torch.zeros_like(policy.log_std)
             self._log_std_grad = policy.log_std.grad.numpy()
@@ -89,23 +92,22 @@ class NumpyGrad:
         self._saved = (x, action, p, log_p, entropy)
         return log_p[action, self._cols], entropy, value
 
-    def backward(self, d_log_prob: np.ndarray, d_entropy: float | np.ndarray,
-                 d_value: np.ndarray) -> None:
+    def backward(self, d_log_prob: np.ndarray, d_entropy: float, d_value: np.ndarray) -> None:
         """Write into the parameters' gradients (overwriting them) the gradient of a loss
-        whose derivatives with respect to :meth:`evaluate`'s last outputs are these."""
+        whose derivatives with respect to :meth:`evaluate`'s last outputs are these (the
+        same ``d_entropy`` for every sample: a loss of the mean entropy)."""
         if self.continuous:
             x, z = self._saved
             inv_std = np.exp(-self.net._log_std)
             d_head = z * inv_std * d_log_prob
             np.sum(d_log_prob * (z * z - 1), axis=1, out=self._log_std_grad)
-            self._log_std_grad += np.sum(d_entropy) if np.ndim(d_entropy) else (
-                d_entropy * len(d_log_prob))
+            self._log_std_grad += d_entropy * len(d_log_prob)  # (d entropy / d log_std: 1)
         else:
             x, action, p, log_p, entropy = self._saved
             # d log p[a] / d logits = onehot(a) - p; d H / d logits = -p (log p + H)
             d_head = p * -d_log_prob
             d_head[action, self._cols] += d_log_prob
-            if np.any(d_entropy):
+            if d_entropy:
                 d_head -= p * (log_p + entropy) * d_entropy
         self.net.actor.backward(x, d_head, self._actor_grads)
         self.net.critic.backward(x, d_value[None], self._critic_grads)

@@ -81,13 +81,13 @@ def test_outputs_and_gradients_equal_autograd_s(name):
 
     rng = np.random.default_rng(2)
     d_logp, d_v = (rng.normal(size=len(obs)).astype(np.float32) for _ in range(2))
-    d_ent = np.float32(0.7)
+    d_ent = 0.7
     views = grad.bind_grads()
     grad.backward(d_logp, d_ent, d_v)
     mine = [v.copy() for v in views]
     policy.zero_grad()
     logp, ent, value = policy.evaluate(obs, action)
-    loss = (torch.from_numpy(d_logp) * logp).sum() + float(d_ent) * ent.sum() \
+    loss = (torch.from_numpy(d_logp) * logp).sum() + d_ent * ent.sum() \
         + (torch.from_numpy(d_v) * value).sum()
     loss.backward()
     theirs = [p.grad for p in policy.parameters() if p.grad is not None]
