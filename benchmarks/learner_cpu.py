@@ -9,15 +9,14 @@ fastrl's side is its own update (fastrl.algos, made as the learner makes it, fro
 shipped config) on a synthetic batch valid for the env's spaces (fastrl.bench.learner's
 ``synthetic_slot``), in the learner's torch setting (``learner_torch``). The variants:
 
-- ``shipped``: as the learner runs it (``infra.learner_threads=1``; PPO's small MLP
-  steps in numpy, fastrl.models.numpy_grad);
-- ``autograd``: the same update through torch's autograd (PPO's path for every other
-  policy); the variants below are of this path:
+- ``shipped``: as the learner runs it (``infra.learner_threads=1``; PPO's MLP steps in
+  numpy, fastrl.models.numpy_grad; a CNN's convolutions in channels-last memory);
+- ``autograd`` (PPO's MLPs): the same update through torch's autograd, as every other
+  policy trains; the variants below are of the autograd path:
 - ``2 threads``: two intra-op threads;
 - ``compile``: ``torch.compile`` of the networks' forward passes;
-- ``channels-last``: the CNN's weights in channels-last memory (the CNN only), and
-  ``compile+channels-last`` both;
-- ``bf16``: ``torch.autocast("cpu", torch.bfloat16)`` around the update.
+- ``bf16``: ``torch.autocast("cpu", torch.bfloat16)`` around the update;
+- ``contiguous`` (the CNN): its weights in torch's default memory format.
 
 SB3's side is its ``train()`` with the RL Baselines3 Zoo's hyper-parameters of the task
 (fastrl.bench.sb3_solve), timed around each call during a real ``learn()``. The figure is
@@ -68,6 +67,7 @@ from fastrl.bench.zoo import ZOO
 from fastrl.config import load_config
 from fastrl.core.process import learner_torch
 from fastrl.learner.staging import PER_ENV
+from fastrl.models.encoders import channels_last_convs
 from fastrl.plan import plan_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -96,10 +96,8 @@ def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
     trains."""
     cfg = load_config(CONFIGS / case.config, list(case.overrides))
     plan = plan_run(cfg)
-    policy = plan.policy()
+    policy = plan.policy() if variant == "contiguous" else channels_last_convs(plan.policy())
     algo = cfg.algo.algorithm
-    if "channels-last" in variant:
-        policy = policy.to(memory_format=torch.channels_last)
     update = algo.make_update(cfg.algo, policy, plan.obs_space, plan.act_space,
                               torch.device("cpu"))
     if variant != "shipped" and getattr(update, "_numpy", None) is not None:
@@ -232,8 +230,9 @@ def measure_case(name: str, rounds: int, seconds: float) -> dict:
     per CPU-second with its ratio to ``shipped`` (``failed`` says why a variant cannot
     run)."""
     case = CASES[name]
-    variants = ["shipped", "autograd", "2 threads", "compile", "bf16"] + \
-        (["channels-last", "compile+channels-last"] if case.cnn else [])
+    on_policy = load_config(CONFIGS / case.config).algo.algorithm.data.on_policy
+    variants = ["shipped", *(["autograd"] if on_policy and not case.cnn else []),
+                "2 threads", "compile", "bf16", *(["contiguous"] if case.cnn else [])]
     runs: dict[str, list[float]] = {v: [] for v in [*variants, "SB3"]}
     failed: dict[str, str] = {}
     for r in range(rounds):
