@@ -45,6 +45,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -219,7 +220,7 @@ def main() -> None:
     cases = {name: measure_case(name, args.rounds, args.seconds)
              for name in args.cases.split(",")}
     if args.out:
-        doc = {"command": " ".join(["python benchmarks/learner_cpu.py", *sys.argv[1:]]),
+        doc = {"command": " ".join(["python benchmarks/learner_cpu.py", shlex.join(sys.argv[1:])]),
                "machine": machine_facts(), "options": {k: str(v) for k, v in vars(args).items()},
                "cases": cases}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")

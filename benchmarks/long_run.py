@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def main() -> None:
              str(args.eval_seeds), "--json"], capture_output=True, text=True, check=True)
         if args.png:
             plot_curve(args.png, run_dir.name, episodes, evals, args.window)
-    doc = {"command": " ".join(["python benchmarks/long_run.py", *sys.argv[1:]]),
+    doc = {"command": " ".join(["python benchmarks/long_run.py", shlex.join(sys.argv[1:])]),
            "machine": machine_facts(), "final": final,
            "curve": summary(episodes, evals, args.window),
            "first_reached": None if args.bar is None else

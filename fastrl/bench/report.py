@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -66,7 +67,7 @@ def write_json(path: Path, args: dict, results: list[Result], repeats: list[list
                extra: dict | None = None):
     """Every raw repeat and the medians, with the machine facts and the options used, and
     ``extra`` sections (the solve scenario's)."""
-    doc = {"command": " ".join(["python -m fastrl.bench", *sys.argv[1:]]),
+    doc = {"command": " ".join(["python -m fastrl.bench", shlex.join(sys.argv[1:])]),
            "machine": machine_facts(), "options": args,
            "medians": [r.as_dict() for r in results],
            "repeats": [[r.as_dict() for r in rs] for rs in repeats], **(extra or {})}
