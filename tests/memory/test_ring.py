@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import payload_for, ring_layout
 
-from fastrl.memory.ring import CONTROL_BYTES, READ_SEQ, WRITE_SEQ, Ring, TornSlot
+from fastrl.memory.ring import CONTROL_BYTES, INCARNATION, READ_SEQ, WRITE_SEQ, Ring, TornSlot
 from fastrl.memory.wait import Stopped, wait_until
 
 LAYOUT = ring_layout()
@@ -17,6 +17,14 @@ LAYOUT = ring_layout()
 def test_ring_segment_has_counters_on_their_own_cache_lines():
     assert WRITE_SEQ * 8 // 64 != READ_SEQ * 8 // 64
     assert CONTROL_BYTES % 64 == 0
+
+
+def test_the_writer_reads_its_own_counter_plainly_as_others_read_it():
+    buf = memoryview(bytearray(Ring.nbytes(LAYOUT, 2)))
+    supervisor, other = Ring(buf, LAYOUT, 2), Ring(buf, LAYOUT, 2)
+    supervisor.set(INCARNATION, 3)
+    assert supervisor.get_own(INCARNATION) == other.get(INCARNATION) == 3
+    assert supervisor.get_own(READ_SEQ) == 0
 
 
 def test_a_corrupted_slot_fails_verification():
