@@ -261,10 +261,12 @@ class PPO:
         observations as features ``x`` ``[size, n]`` (and ``legal`` ``[classes, n]``)."""
         x, legal = self._numpy.inputs(data["obs"].numpy())
         action = self.policy._flat_action(data["action"]).numpy()
-        if not self._numpy.continuous:
-            action = action.astype(np.intp)
+        # (class indices to index with; Box actions of any dtype as float32, as torch
+        # promotes them against the float32 mean)
+        action = action.astype(np.float32 if self._numpy.continuous else np.intp)
         return {"x": x, "legal": legal, "action": action,
-                **{k: data[k].numpy() for k in ("log_prob", "value", "adv", "returns")}}
+                **{k: data[k].numpy().astype(np.float32, copy=False)
+                   for k in ("log_prob", "value", "adv", "returns")}}
 
     def _numpy_step(self, data: dict[str, np.ndarray], mb: Any, clip: float, measure: bool,
                     normalize: bool) -> torch.Tensor | None:
@@ -316,7 +318,7 @@ class PPO:
         ``max_grad_norm``, as ``clip_grad_norm_``; returns the norm before."""
         norm = float(np.sqrt(sum(np.dot(g.ravel(), g.ravel()) for g in self._grads)))
         scale = self.cfg.max_grad_norm / (norm + 1e-6)
-        if scale < 1:
+        if not scale >= 1:  # (a NaN norm too: clip_grad_norm_ makes every gradient NaN)
             for g in self._grads:
                 g *= np.float32(scale)
         return norm

@@ -43,8 +43,13 @@ class NumpyGrad:
     @staticmethod
     def supports(policy: nn.Module) -> bool:
         """True for a policy :class:`NumpyActorCritic` computes, with float32 parameters on
-        the CPU."""
-        return NumpyActorCritic.supports(policy) and all(
+        the CPU, its networks (and a Box action's ``log_std``) all trainable: a frozen one
+        would need its gradient left out, which autograd does."""
+        if not NumpyActorCritic.supports(policy):
+            return False
+        trained = [*policy.actor.parameters(), *policy.critic.parameters(),
+                   *([policy.log_std] if policy.continuous else [])]
+        return all(p.requires_grad for p in trained) and all(
             p.device.type == "cpu" and p.dtype == torch.float32 for p in policy.parameters())
 
     def bind_grads(self) -> list[np.ndarray]:
@@ -68,7 +73,8 @@ class NumpyGrad:
                  action: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(log_prob, entropy, value)`` ``[n]`` of flat actions (class indices, or Box
         vectors ``[n, size]``) under the current weights, for features ``x`` ``[size, n]``
-        (C order); what :meth:`backward` differentiates until the next call."""
+        (C order); what :meth:`backward` differentiates until the next call, which also
+        reuses the returned arrays."""
         head = self.net.actor(x)
         value = self.net.critic(x)[0]
         n = x.shape[1]

@@ -25,6 +25,7 @@ POLICIES = {
     "masked-record": dict(obs_space=MASKED, act_space=spaces.Discrete(4)),
     "box-normalized-relu": dict(obs_space=BOX, act_space=spaces.Box(-1, 1, (2,)),
                                 normalize_obs=True, activation="relu"),
+    "float64-box-actions": dict(obs_space=BOX, act_space=spaces.Box(-1, 1, (2, 2), np.float64)),
 }
 
 
@@ -64,6 +65,9 @@ def policy_and_batch(name: str, n: int = 24):
     obs = torch.from_numpy(observations(POLICIES[name]["obs_space"], n))
     with torch.no_grad():
         action, _, _ = policy.act(obs)
+    space = POLICIES[name]["act_space"]
+    if isinstance(space, spaces.Box):  # stored in the space's dtype, as the ring does
+        action = action.to(torch.from_numpy(np.empty(0, space.dtype)).dtype)
     return policy, obs, action
 
 
@@ -74,7 +78,7 @@ def test_outputs_and_gradients_equal_autograd_s(name):
     assert NumpyGrad.supports(policy)
     x, legal = grad.inputs(obs.numpy())
     flat = policy._flat_action(action).numpy()
-    mine = grad.evaluate(x, legal, flat if policy.continuous else flat.astype(np.intp))
+    mine = grad.evaluate(x, legal, flat.astype(np.float32 if policy.continuous else np.intp))
     theirs = policy.evaluate(obs, action)
     for a, b in zip(mine, theirs):
         np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-5, atol=1e-5)
@@ -107,7 +111,7 @@ def test_ppo_steps_through_numpy_as_through_autograd(name, overrides):
     T, N = 6, 4
     torch.manual_seed(3)
     with torch.no_grad():
-        log_prob = policy.evaluate(obs, action)[0] + 0.1 * torch.randn(len(obs))
+        log_prob = (policy.evaluate(obs, action)[0] + 0.1 * torch.randn(len(obs))).float()
     batch = {"obs": obs.view(T, N, -1), "action": action.view(T, N, *action.shape[1:]),
              "reward": torch.randn(T, N), "terminated": torch.rand(T, N) < 0.2,
              "truncated": torch.zeros(T, N, dtype=bool), "log_prob": log_prob.view(T, N),
@@ -133,7 +137,11 @@ def test_ppo_steps_through_numpy_as_through_autograd(name, overrides):
                                    atol=1e-5, err_msg=key)
 
 
-def test_float64_policies_take_autograd():
+def test_float64_policies_and_frozen_layers_take_autograd():
     float64 = ActorCritic(BOX, spaces.Discrete(2), [8]).double()
     assert not NumpyGrad.supports(float64)
     assert PPO(float64, AlgoConfig())._numpy is None
+    fixed_std = ActorCritic(BOX, spaces.Box(-1, 1, (2,)), [8])
+    assert NumpyGrad.supports(fixed_std)
+    fixed_std.log_std.requires_grad_(False)
+    assert not NumpyGrad.supports(fixed_std)
