@@ -4,15 +4,11 @@ in microseconds under ``medians_us``, so that docs can link a figure to it."""
 
 from __future__ import annotations
 
-import shlex
-import sys
-
-from fastrl.bench.report import machine_facts
+from fastrl.bench.report import provenance
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json) -> None:
     """Add ``command``, ``machine`` and ``medians_us`` to the JSON pytest-benchmark writes."""
-    output_json["command"] = " ".join(["python -m pytest", shlex.join(sys.argv[1:])])
-    output_json["machine"] = machine_facts()
+    output_json.update(provenance("python -m pytest"))
     output_json["medians_us"] = {b["name"]: b["stats"]["median"] * 1e6
                                  for b in output_json["benchmarks"]}

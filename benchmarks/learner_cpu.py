@@ -45,9 +45,7 @@ import contextlib
 import json
 import math
 import os
-import shlex
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +60,7 @@ import torch
 from gymnasium.vector.utils import batch_space
 
 from fastrl.bench.learner import synthetic_slot
-from fastrl.bench.report import machine_facts
+from fastrl.bench.report import provenance
 from fastrl.bench.sb3_solve import make_env, make_model
 from fastrl.bench.zoo import ZOO
 from fastrl.config import load_config
@@ -220,8 +218,8 @@ def main() -> None:
     cases = {name: measure_case(name, args.rounds, args.seconds)
              for name in args.cases.split(",")}
     if args.out:
-        doc = {"command": " ".join(["python benchmarks/learner_cpu.py", shlex.join(sys.argv[1:])]),
-               "machine": machine_facts(), "options": {k: str(v) for k, v in vars(args).items()},
+        doc = {**provenance("python benchmarks/learner_cpu.py"),
+               "options": {k: str(v) for k, v in vars(args).items()},
                "cases": cases}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from fastrl.bench.curve import plot_curve, read_rows, rolling_mean, summary
-from fastrl.bench.report import machine_facts
+from fastrl.bench.report import provenance
 
 EXIT_WAIT_S = 600  # for the final checkpoint and evaluation after SIGINT
 
@@ -81,8 +80,7 @@ def main() -> None:
              str(args.eval_seeds), "--json"], capture_output=True, text=True, check=True)
         if args.png:
             plot_curve(args.png, run_dir.name, episodes, evals, args.window)
-    doc = {"command": " ".join(["python benchmarks/long_run.py", shlex.join(sys.argv[1:])]),
-           "machine": machine_facts(), "final": final,
+    doc = {**provenance("python benchmarks/long_run.py"), "final": final,
            "curve": summary(episodes, evals, args.window),
            "first_reached": None if args.bar is None else
            first_reached(episodes, args.window, args.bar, t0),

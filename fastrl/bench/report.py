@@ -63,12 +63,18 @@ def table(results: list[Result], raw_rate: float | None) -> Table:
     return t
 
 
+def provenance(program: str) -> dict:
+    """What reproduces a committed result file: ``command`` (``program`` and this process's
+    arguments, shell-quoted) and ``machine`` (:func:`machine_facts`)."""
+    return {"command": " ".join([program, shlex.join(sys.argv[1:])]),
+            "machine": machine_facts()}
+
+
 def write_json(path: Path, args: dict, results: list[Result], repeats: list[list[Result]],
                extra: dict | None = None):
     """Every raw repeat and the medians, with the machine facts and the options used, and
     ``extra`` sections (the solve scenario's)."""
-    doc = {"command": " ".join(["python -m fastrl.bench", shlex.join(sys.argv[1:])]),
-           "machine": machine_facts(), "options": args,
+    doc = {**provenance("python -m fastrl.bench"), "options": args,
            "medians": [r.as_dict() for r in results],
            "repeats": [[r.as_dict() for r in rs] for rs in repeats], **(extra or {})}
     path.write_text(json.dumps(doc, indent=2) + "\n")
