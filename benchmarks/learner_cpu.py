@@ -90,21 +90,37 @@ CASES = {
 }
 
 
-def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
-    """One call of fastrl's update for ``case`` under ``variant``, and the samples it
-    trains."""
+def build_update(case: Case, variant: str):
+    """fastrl's update object for ``case`` under ``variant``, made as the learner makes
+    it, with the config and plan it was made from."""
     cfg = load_config(CONFIGS / case.config, list(case.overrides))
     plan = plan_run(cfg)
     policy = plan.policy() if variant == "contiguous" else channels_last_convs(plan.policy())
-    algo = cfg.algo.algorithm
-    update = algo.make_update(cfg.algo, policy, plan.obs_space, plan.act_space,
-                              torch.device("cpu"))
+    update = cfg.algo.algorithm.make_update(cfg.algo, policy, plan.obs_space, plan.act_space,
+                                            torch.device("cpu"))
     if variant != "shipped" and getattr(update, "_numpy", None) is not None:
         update._numpy = None  # the autograd path
     if "compile" in variant:
         _compile_forwards(update)
-    slot = synthetic_slot(plan)
-    if algo.data.on_policy:
+    return update, cfg, plan
+
+
+def replay_batch(cfg, plan) -> dict[str, torch.Tensor]:
+    """A random replay batch of ``algo.replay.batch_size`` valid for the plan's spaces."""
+    size = cfg.algo.replay.batch_size
+    obs, act = (torch.as_tensor(np.asarray(batch_space(space, size).sample(), np.float32))
+                for space in (plan.obs_space, plan.act_space))
+    return {"obs": obs, "next_obs": obs.clone(), "action": act,
+            "reward": torch.randn(size), "done": torch.zeros(size),
+            "discount": torch.full((size,), cfg.algo.gamma), "weights": torch.ones(size)}
+
+
+def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
+    """One call of fastrl's update for ``case`` under ``variant``, and the samples it
+    trains."""
+    update, cfg, plan = build_update(case, variant)
+    if cfg.algo.algorithm.data.on_policy:
+        slot = synthetic_slot(plan)
         fields = {f.name: f for f in plan.layout.fields}
         slots = cfg.batch_size // (cfg.infra.rollout_len * cfg.infra.envs_per_worker)
         batch = {}  # time-major [T, slots * E], as the learner stages it
@@ -113,13 +129,8 @@ def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
             batch[k] = torch.as_tensor(np.concatenate([one] * slots, axis=int(k not in PER_ENV)))
         samples = cfg.batch_size * cfg.algo.update_epochs
         return (lambda: update.update(batch, cfg.algo.lr, 0)), samples
-    size = cfg.algo.replay.batch_size
-    obs, act = (torch.as_tensor(np.asarray(batch_space(space, size).sample(), np.float32))
-                for space in (plan.obs_space, plan.act_space))
-    batch = {"obs": obs, "next_obs": obs.clone(), "action": act,
-             "reward": torch.randn(size), "done": torch.zeros(size),
-             "discount": torch.full((size,), cfg.algo.gamma), "weights": torch.ones(size)}
-    return (lambda: update.update(batch)), size
+    batch = replay_batch(cfg, plan)
+    return (lambda: update.update(batch)), cfg.algo.replay.batch_size
 
 
 def _compile_forwards(update) -> None:
