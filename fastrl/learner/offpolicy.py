@@ -280,6 +280,7 @@ class ReplayFeed(FeedDefaults):
         self._batch = batch
         return {k: torch.from_numpy(batch[k]).to(self.device)
                 for k in ("obs", "action", "reward", "next_obs", "done", "discount", "weights")}
+
     def update_priorities(self, td_abs: torch.Tensor) -> None:
         """New priorities for the last batch (prioritized replay only)."""
         if isinstance(self.buffer, PrioritizedReplayBuffer):
