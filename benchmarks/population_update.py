@@ -1,0 +1,295 @@
+"""A population's gradient step on the CPU (issue 44): K members' MLP actor-critics, each on
+its own minibatch, computed four ways, against the arithmetic floor.
+
+    python benchmarks/population_update.py [--members 1,8,32] [--rounds 5] [--out FILE.json]
+
+The work of one member is what PPO's learner does per minibatch for CartPole's shipped
+config (``configs/cartpole_ppo.yaml``: 64x64 tanh actor and critic, minibatches of 256):
+the actor's log-probabilities and the critic's values of the minibatch, then the gradient
+of a loss given its derivatives with respect to those (fastrl.models.numpy_grad's split;
+the PPO arithmetic between is elementwise and the same in every variant). The variants:
+
+- ``loop``: today's numpy step (``NumpyGrad``) once per member, one policy each;
+- ``stacked numpy``: every layer's weights stacked ``[K, out, in]``, one ``np.matmul`` per
+  layer and pass for all members, into reused arrays;
+- ``stacked autograd``: the same stacked weights as torch parameters, ``torch.baddbmm``
+  forward and autograd's backward;
+- ``vmap``: ``torch.func.vmap`` of ``torch.func.grad`` over the members' stacked
+  parameters (one member's ``functional_call``).
+
+Each figure is microseconds per member-step (one member's forward and backward on its
+minibatch), medians of alternating rounds on one torch and BLAS thread (the learner's
+setting); ``floor`` is the step's matmul FLOPs at this machine's peak for a 512x512
+product. Every variant's gradients are checked against ``loop``'s before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as in learner_cpu.py)
+
+import numpy as np
+import torch
+from learner_cpu import CONFIGS, matmul_flops_per_cpu_second
+from torch import nn
+
+from fastrl.bench.report import provenance
+from fastrl.config import load_config
+from fastrl.core.process import learner_torch
+from fastrl.models.numpy_grad import NumpyGrad
+from fastrl.plan import plan_run
+
+Step = Callable[[], None]
+
+
+class Member:
+    """One member's policy, minibatch and upstream derivatives (the loss's with respect
+    to each log-probability and value)."""
+
+    def __init__(self, plan, batch: int, rng: np.random.Generator) -> None:
+        self.policy = plan.policy()
+        self.grad = NumpyGrad(self.policy)
+        self.grad.bind_grads()
+        n_obs = int(np.prod(plan.obs_space.shape))
+        self.x = np.ascontiguousarray(rng.standard_normal((n_obs, batch), np.float32))
+        self.action = rng.integers(0, plan.act_space.n, batch)
+        self.d_log_prob = rng.standard_normal(batch).astype(np.float32)
+        self.d_value = rng.standard_normal(batch).astype(np.float32)
+
+    def step(self) -> None:
+        """Today's numpy step: evaluate, then backward into the policy's gradients."""
+        self.grad.evaluate(self.x, None, self.action)
+        self.grad.backward(self.d_log_prob, 0.0, self.d_value.copy())  # (d is overwritten)
+
+    def grads(self) -> list[np.ndarray]:
+        """The actor's, then the critic's, (weight, bias) gradients, per layer."""
+        return [p.grad.numpy().copy() for net in (self.policy.actor, self.policy.critic)
+                for p in net.parameters()]
+
+
+def linears(seq: nn.Sequential) -> list[nn.Linear]:
+    """The Linear layers of an MLP."""
+    return [m for m in seq if isinstance(m, nn.Linear)]
+
+
+class StackedNumpy:
+    """The members' actor and critic MLPs with each layer's weights stacked ``[K, out,
+    in]``, computed feature-major (``[K, features, n]``) by one ``np.matmul`` per layer."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self.x = np.stack([m.x for m in members])
+        self.action = np.stack([m.action for m in members])
+        self.d_log_prob = np.stack([m.d_log_prob for m in members])
+        self.d_value = np.stack([m.d_value for m in members])
+        self.nets = [self._stack([linears(getattr(m.policy, net)) for m in members])
+                     for net in ("actor", "critic")]
+
+    def _stack(self, per_member: list[list[nn.Linear]]) -> list[dict[str, np.ndarray]]:
+        """Per layer: stacked weight and bias, and arrays for its output and gradients."""
+        k, n = self.x.shape[0], self.x.shape[2]
+        layers = []
+        for i, first in enumerate(per_member[0]):
+            w = np.stack([ls[i].weight.detach().numpy() for ls in per_member])
+            b = np.stack([ls[i].bias.detach().numpy() for ls in per_member])[:, :, None]
+            layers.append({"w": w, "b": b, "out": np.empty((k, first.out_features, n),
+                                                           np.float32),
+                           "gw": np.empty_like(w), "gb": np.empty(b.shape[:2], np.float32),
+                           "back": np.empty((k, first.in_features, n), np.float32)})
+        return layers
+
+    def _forward(self, layers: list[dict[str, np.ndarray]]) -> np.ndarray:
+        x = self.x
+        for j, layer in enumerate(layers):
+            out = layer["out"]
+            np.matmul(layer["w"], x, out=out)
+            out += layer["b"]
+            if j < len(layers) - 1:
+                np.tanh(out, out=out)
+            x = out
+        return x
+
+    def _backward(self, layers: list[dict[str, np.ndarray]], d: np.ndarray) -> None:
+        for j in range(len(layers) - 1, -1, -1):
+            layer = layers[j]
+            if j < len(layers) - 1:
+                y = layer["out"]
+                d *= 1 - y * y
+            below = layers[j - 1]["out"] if j else self.x
+            np.matmul(d, below.transpose(0, 2, 1), out=layer["gw"])
+            np.sum(d, axis=2, out=layer["gb"])
+            if j:
+                d = np.matmul(layer["w"].transpose(0, 2, 1), d, out=layer["back"])
+
+    def step(self) -> None:
+        """Every member's forward and backward at once."""
+        actor, critic = self.nets
+        head = self._forward(actor)  # [K, classes, n]
+        self._forward(critic)
+        log_p = head - head.max(1, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+        p = np.exp(log_p)
+        # d log p[a] / d logits = onehot(a) - p
+        d_head = p * -self.d_log_prob[:, None, :]
+        np.put_along_axis(d_head, self.action[:, None, :],
+                          np.take_along_axis(d_head, self.action[:, None, :], 1)
+                          + self.d_log_prob[:, None, :], 1)
+        self._backward(actor, d_head)
+        self._backward(critic, self.d_value[:, None, :].copy())
+
+    def grads(self, k: int) -> list[np.ndarray]:
+        """Member ``k``'s gradients, in :meth:`Member.grads`' order."""
+        return [a[k] for net in self.nets for layer in net for a in (layer["gw"], layer["gb"])]
+
+
+class StackedTorch:
+    """The same stacked weights as torch parameters: ``torch.baddbmm`` forward, and either
+    autograd's backward over all members or ``torch.func``'s per-member gradient under
+    ``vmap``."""
+
+    def __init__(self, members: list[Member], vmap: bool) -> None:
+        def stack(net: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            per = [linears(getattr(m.policy, net)) for m in members]
+            return [(torch.stack([ls[i].weight.detach() for ls in per]).requires_grad_(),
+                     torch.stack([ls[i].bias.detach() for ls in per])[:, :, None]
+                     .requires_grad_()) for i in range(len(per[0]))]
+
+        self.actor, self.critic = stack("actor"), stack("critic")
+        self.x = torch.from_numpy(np.stack([m.x for m in members]))
+        self.action = torch.from_numpy(np.stack([m.action for m in members]))
+        self.d_log_prob = torch.from_numpy(np.stack([m.d_log_prob for m in members]))
+        self.d_value = torch.from_numpy(np.stack([m.d_value for m in members]))
+        self.vmap = vmap
+        if vmap:
+            self._per_member = torch.func.vmap(torch.func.grad(self._loss))
+        self._grads: list[torch.Tensor] = []
+
+    @staticmethod
+    def _mlp(layers, x: torch.Tensor) -> torch.Tensor:
+        for j, (w, b) in enumerate(layers):
+            x = torch.baddbmm(b, w, x) if x.dim() == 3 else torch.addmm(b, w, x)
+            if j < len(layers) - 1:
+                x = torch.tanh(x)
+        return x
+
+    @classmethod
+    def _loss(cls, params, x, action, d_log_prob, d_value) -> torch.Tensor:
+        """The loss whose derivatives are ``d_log_prob`` and ``d_value`` (summed)."""
+        actor, critic = params
+        log_p = torch.log_softmax(cls._mlp(actor, x), dim=-2)
+        chosen = log_p.gather(-2, action.unsqueeze(-2)).squeeze(-2)
+        value = cls._mlp(critic, x).squeeze(-2)
+        return (chosen * d_log_prob).sum() + (value * d_value).sum()
+
+    def step(self) -> None:
+        """Every member's gradients."""
+        params = (self.actor, self.critic)
+        if self.vmap:
+            grads = self._per_member(params, self.x, self.action, self.d_log_prob,
+                                     self.d_value)
+            self._grads = [g for net in grads for layer in net for g in layer]
+            return
+        flat = [t for net in params for layer in net for t in layer]
+        for t in flat:
+            t.grad = None
+        self._loss(params, self.x, self.action, self.d_log_prob, self.d_value).backward()
+        self._grads = [t.grad for t in flat]
+
+    def grads(self, k: int) -> list[np.ndarray]:
+        """Member ``k``'s gradients, in :meth:`Member.grads`' order."""
+        return [g[k].detach().numpy() for g in self._grads]
+
+
+def variants(members: list[Member]) -> dict[str, tuple[Step, Callable[[int], list]]]:
+    """Each variant's step over all members and its per-member gradients."""
+    def loop() -> None:
+        for m in members:
+            m.step()
+
+    stacked = StackedNumpy(members)
+    autograd, vmapped = StackedTorch(members, vmap=False), StackedTorch(members, vmap=True)
+    return {"loop": (loop, lambda k: members[k].grads()),
+            "stacked numpy": (stacked.step, stacked.grads),
+            "stacked autograd": (autograd.step, autograd.grads),
+            "vmap": (vmapped.step, vmapped.grads)}
+
+
+def check_gradients(found: dict[str, tuple[Step, Callable[[int], list]]], k: int) -> None:
+    """Every variant's gradients equal ``loop``'s (float32 rounding)."""
+    for step, _ in found.values():
+        step()
+    want = [found["loop"][1](i) for i in range(k)]
+    for name, (_, grads) in found.items():
+        for i in range(k):
+            for a, b in zip(grads(i), want[i], strict=True):
+                np.testing.assert_allclose(a.reshape(b.shape), b, rtol=1e-4, atol=1e-5,
+                                           err_msg=f"{name}, member {i}")
+
+
+def step_flops(plan, batch: int) -> int:
+    """Matmul FLOPs of one member-step: each weight's forward, input and weight gradient
+    products (2 FLOPs each), less the first layers' input gradients."""
+    policy = plan.policy()
+    flops = 0
+    for net in (policy.actor, policy.critic):
+        for j, layer in enumerate(linears(net)):
+            flops += 2 * layer.weight.numel() * batch * (3 if j else 2)
+    return flops
+
+
+def main() -> None:
+    """Time every variant at each K in alternating rounds; print and write medians."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--members", default="1,8,32")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=1.0, help="per variant and round")
+    p.add_argument("--out", type=Path, help="JSON file of every round and median")
+    args = p.parse_args()
+    cfg = load_config(CONFIGS / "cartpole_ppo.yaml")
+    plan = plan_run(cfg)
+    batch = cfg.batch_size // cfg.algo.num_minibatches
+    peak = matmul_flops_per_cpu_second()
+    floor_us = step_flops(plan, batch) / peak * 1e6
+    rows = []
+    print(f"CartPole PPO, minibatches of {batch}: microseconds per member-step, medians of "
+          f"{args.rounds} rounds (floor {floor_us:.1f}: matmul FLOPs at {peak / 1e9:.0f} "
+          "GFLOP/s)")
+    with learner_torch(1):
+        for k in map(int, args.members.split(",")):
+            rng = np.random.default_rng(k)
+            found = variants([Member(plan, batch, rng) for _ in range(k)])
+            check_gradients(found, k)
+            us: dict[str, list[float]] = {name: [] for name in found}
+            for r in range(args.rounds):
+                for name in (list(found) if r % 2 == 0 else list(found)[::-1]):
+                    us[name].append(1e6 * seconds_per_call(found[name][0], args.seconds) / k)
+            med = {name: statistics.median(xs) for name, xs in us.items()}
+            rows.append({"members": k, "median_us": med, "rounds_us": us,
+                         "over_floor": {n: v / floor_us for n, v in med.items()}})
+            print(f"  K={k:3d}  " + "  ".join(f"{n} {v:7.1f} ({v / floor_us:4.1f}x floor)"
+                                            for n, v in med.items()))
+    if args.out:
+        doc = {**provenance("python benchmarks/population_update.py"),
+               "options": {k: str(v) for k, v in vars(args).items()},
+               "minibatch": batch, "floor_us": floor_us, "peak_flops": peak, "rows": rows}
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def seconds_per_call(step: Step, seconds: float) -> float:
+    """Wall seconds per call of ``step``, called for about ``seconds`` after a warm-up."""
+    step()
+    t0, n = time.perf_counter(), 0
+    while time.perf_counter() - t0 < seconds:
+        step()
+        n += 1
+    return (time.perf_counter() - t0) / n
+
+
+if __name__ == "__main__":
+    main()
