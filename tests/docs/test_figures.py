@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -23,9 +24,10 @@ def linked_figures(page: Path) -> list[tuple[str, str, str]]:
 
 
 def resolve(doc, pointer: str):
-    """The value at JSON pointer ``pointer`` in ``doc``."""
+    """The value at JSON pointer ``pointer`` in ``doc`` (a URL fragment: percent-encoded,
+    RFC 6901 section 6)."""
     for part in pointer.lstrip("/").split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
         doc = doc[int(part)] if isinstance(doc, list) else doc[part]
     return doc
 
