@@ -192,6 +192,21 @@ def time_sb3(task: str, seconds: float) -> float:
     return spent["samples"] / spent["cpu"]
 
 
+def seconds_per_call(step: Callable[[], None], seconds: float) -> float:
+    """Wall seconds per call of ``step``, called for about ``seconds`` after a warm-up."""
+    step()
+    t0, n = time.perf_counter(), 0
+    while time.perf_counter() - t0 < seconds:
+        step()
+        n += 1
+    return (time.perf_counter() - t0) / n
+
+
+def linears(net: torch.nn.Module) -> list[torch.nn.Linear]:
+    """The Linear layers of ``net``, in order."""
+    return [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+
+
 def matmul_flops_per_cpu_second(n: int = 512, seconds: float = 1.0) -> float:
     """What one thread of this machine does: FLOPs per CPU-second of a square float32
     matmul, large enough to run at the BLAS's peak."""

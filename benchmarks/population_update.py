@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +36,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as in learner_cpu.py)
 
 import numpy as np
 import torch
-from learner_cpu import CONFIGS, matmul_flops_per_cpu_second
+from learner_cpu import CONFIGS, linears, matmul_flops_per_cpu_second, seconds_per_call
 from torch import nn
 
 from fastrl.bench.report import provenance
@@ -72,11 +71,6 @@ class Member:
         """The actor's, then the critic's, (weight, bias) gradients, per layer."""
         return [p.grad.numpy().copy() for net in (self.policy.actor, self.policy.critic)
                 for p in net.parameters()]
-
-
-def linears(seq: nn.Sequential) -> list[nn.Linear]:
-    """The Linear layers of an MLP."""
-    return [m for m in seq if isinstance(m, nn.Linear)]
 
 
 class StackedNumpy:
@@ -279,16 +273,6 @@ def main() -> None:
                "options": {k: str(v) for k, v in vars(args).items()},
                "minibatch": batch, "floor_us": floor_us, "peak_flops": peak, "rows": rows}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-
-
-def seconds_per_call(step: Step, seconds: float) -> float:
-    """Wall seconds per call of ``step``, called for about ``seconds`` after a warm-up."""
-    step()
-    t0, n = time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
-        step()
-        n += 1
-    return (time.perf_counter() - t0) / n
 
 
 if __name__ == "__main__":

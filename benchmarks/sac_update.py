@@ -1,7 +1,7 @@
 """SAC's gradient step on the CPU against its matrix products and against SB3's (issue 43):
 where HalfCheetah's milliseconds per env step go at the zoo's settings.
 
-    python benchmarks/sac_update.py [--rounds 5] [--steps 30] [--out FILE.json]
+    python benchmarks/sac_update.py [--rounds 5] [--seconds 1] [--out FILE.json]
 
 For 1 and 2 torch threads, in alternating rounds, the wall time of:
 
@@ -24,14 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as in learner_cpu.py)
 
 import torch
-from learner_cpu import Case, build_update, replay_batch
+from learner_cpu import Case, build_update, linears, replay_batch, seconds_per_call
 
 from fastrl.bench.report import provenance
 from fastrl.bench.sb3_solve import make_env, make_model
@@ -40,12 +39,6 @@ from fastrl.core.process import learner_torch
 
 ZOO_SETTINGS = Case("mujoco_sac.yaml", ("env.id=HalfCheetah-v5", "algo.replay.batch_size=256",
                                         "algo.sac.q_lr=3e-4", "algo.hidden_sizes=[256,256]"))
-
-
-def linear_shapes(net: torch.nn.Module) -> list[tuple[int, int]]:
-    """(in, out) of each Linear layer of ``net``, in order."""
-    return [(m.in_features, m.out_features) for m in net.modules()
-            if isinstance(m, torch.nn.Linear)]
 
 
 def step_matmuls(update, batch: int) -> list[tuple[int, int, int]]:
@@ -59,26 +52,20 @@ def step_matmuls(update, batch: int) -> list[tuple[int, int, int]]:
     (every layer's input gradient, no weights)."""
     out: list[tuple[int, int, int]] = []
 
+    def shapes_of(net: torch.nn.Module) -> list[tuple[int, int]]:
+        return [(m.in_features, m.out_features) for m in linears(net)]
+
     def passes(shapes, forwards, weight_grads, input_grads, first_input):
         for j, (i, o) in enumerate(shapes):
             out.extend([(batch, i, o)] * forwards + [(i, batch, o)] * weight_grads)
             out.extend([(batch, o, i)] * (input_grads - (j == 0 and not first_input)))
 
-    passes(linear_shapes(update.actor), 2, 1, 1, False)
+    passes(shapes_of(update.actor), 2, 1, 1, False)
     for critic in (update.critic.q1, update.critic.q2):
-        shapes = linear_shapes(critic)
+        shapes = shapes_of(critic)
         passes(shapes, 3, 1, 1, False)  # target, loss, actor's loss; the loss's backward
         passes(shapes, 0, 0, 1, True)  # the actor loss's backward to the actions
     return out
-
-
-def seconds_per_call(step: Callable[[], None], calls: int) -> float:
-    """Wall seconds per call of ``step`` over ``calls`` calls, after one warm-up call."""
-    step()
-    t = time.perf_counter()
-    for _ in range(calls):
-        step()
-    return (time.perf_counter() - t) / calls
 
 
 def fastrl_steps() -> tuple[Callable[[], None], Callable[[], None], float]:
@@ -108,7 +95,7 @@ def main() -> None:
     """Alternate the three over ``--rounds`` at 1 and 2 threads; print and write medians."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=30, help="gradient steps timed per round")
+    p.add_argument("--seconds", type=float, default=1.0, help="per system and round")
     p.add_argument("--out", type=Path, help="JSON file of every round and median")
     args = p.parse_args()
     fastrl, matmuls, gflop = fastrl_steps()
@@ -119,7 +106,7 @@ def main() -> None:
         with learner_torch(threads):
             for r in range(args.rounds):
                 for name in (list(systems) if r % 2 == 0 else list(systems)[::-1]):
-                    ms[name].append(1e3 * seconds_per_call(systems[name], args.steps))
+                    ms[name].append(1e3 * seconds_per_call(systems[name], args.seconds))
         med = {name: statistics.median(xs) for name, xs in ms.items()}
         rows.append({"threads": threads, "median_ms": med, "rounds_ms": ms,
                      "fastrl_over_sb3": med["fastrl"] / med["SB3"],
