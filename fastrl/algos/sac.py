@@ -33,7 +33,6 @@ class SACConfig:
     target_entropy: float | None = setting(None, "entropy target (null: -action dimensions)")
 
 
-
 class SAC:
     """Owns the critics, their targets, the entropy coefficient and the optimizers;
     :meth:`update` takes one critic, actor and temperature step."""
