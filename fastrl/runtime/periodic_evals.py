@@ -135,6 +135,11 @@ class PeriodicEvals:
             result = None
         finally:
             receive.close()
+        if result is None and proc.exitcode == 0 and self.memory.control.stop_requested():
+            # (it saw the stop flag and left without a result, as asked: no failure)
+            self.events.logger.event(self.events.now(), f"the evaluation at step {step:,} "
+                                     "was cut short by the stop")
+            return
         if result is None:
             self.events.logger.event(
                 self.events.now(), f"the evaluation at step {step:,} failed "

@@ -61,3 +61,29 @@ def test_an_evaluation_that_reaches_the_target_ends_the_run_with_the_weights_it_
     for saved in (torch.load(result.run_dir / "model.pt", weights_only=True)["model"],
                   torch.load(final / "learner.pt", weights_only=True)["model"]):
         assert all(torch.equal(saved[k], judged[k]) for k in judged)
+
+
+@pytest.mark.parametrize("stopped, exitcode, says", [
+    (True, 0, "the evaluation at step 500 was cut short by the stop"),
+    (False, 0, "the evaluation at step 500 failed (periodic eval exited"),
+    (True, 1, "the evaluation at step 500 failed (periodic eval exited with code 1"),
+])
+def test_an_evaluation_without_a_result_is_logged_for_why(tmp_path, stopped, exitcode, says):
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from fastrl.runtime.periodic_evals import PeriodicEvals
+
+    logged = []
+    how = "exited before the run was stopped" if exitcode == 0 else f"exited with code {exitcode}"
+    evals = PeriodicEvals(
+        plan=None, run_dir=str(tmp_path),
+        children=SimpleNamespace(describe_exit=lambda name: f"{name} {how}"),
+        events=SimpleNamespace(now=lambda: 0.0, logger=SimpleNamespace(
+            event=lambda when, text, **kw: logged.append(text))),
+        memory=SimpleNamespace(control=SimpleNamespace(stop_requested=lambda: stopped)),
+        watchdog=None)
+    receive, send = multiprocessing.Pipe(duplex=False)
+    send.close()  # (the child left without sending)
+    evals._log(500, receive, SimpleNamespace(exitcode=exitcode))
+    assert len(logged) == 1 and logged[0].startswith(says), logged
