@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # numpy's BLAS on one thread, as in fastrl's processes (fastrl.core.forkserver); before
 # numpy is first imported, when OpenBLAS reads it
@@ -63,11 +64,11 @@ from fastrl.bench.learner import synthetic_slot
 from fastrl.bench.report import provenance
 from fastrl.bench.sb3_solve import make_env, make_model
 from fastrl.bench.zoo import ZOO
-from fastrl.config import load_config
+from fastrl.config import MainConfig, load_config
 from fastrl.core.process import learner_torch
 from fastrl.learner.staging import PER_ENV
 from fastrl.models.encoders import channels_last_convs
-from fastrl.plan import plan_run
+from fastrl.plan import RunPlan, plan_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -90,7 +91,7 @@ CASES = {
 }
 
 
-def build_update(case: Case, variant: str):
+def build_update(case: Case, variant: str) -> tuple[Any, MainConfig, RunPlan]:
     """fastrl's update object for ``case`` under ``variant``, made as the learner makes
     it, with the config and plan it was made from."""
     cfg = load_config(CONFIGS / case.config, list(case.overrides))
@@ -105,7 +106,7 @@ def build_update(case: Case, variant: str):
     return update, cfg, plan
 
 
-def replay_batch(cfg, plan) -> dict[str, torch.Tensor]:
+def replay_batch(cfg: MainConfig, plan: RunPlan) -> dict[str, torch.Tensor]:
     """A random replay batch of ``algo.replay.batch_size`` valid for the plan's spaces."""
     size = cfg.algo.replay.batch_size
     obs, act = (torch.as_tensor(np.asarray(batch_space(space, size).sample(), np.float32))
@@ -190,21 +191,6 @@ def time_sb3(task: str, seconds: float) -> float:
     model.learn(total_timesteps=10**7, callback=Enough())
     env.close()
     return spent["samples"] / spent["cpu"]
-
-
-def seconds_per_call(step: Callable[[], None], seconds: float) -> float:
-    """Wall seconds per call of ``step``, called for about ``seconds`` after a warm-up."""
-    step()
-    t0, n = time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
-        step()
-        n += 1
-    return (time.perf_counter() - t0) / n
-
-
-def linears(net: torch.nn.Module) -> list[torch.nn.Linear]:
-    """The Linear layers of ``net``, in order."""
-    return [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
 
 
 def matmul_flops_per_cpu_second(n: int = 512, seconds: float = 1.0) -> float:

@@ -7,9 +7,11 @@ The work of one member is what PPO's learner does per minibatch for CartPole's s
 config (``configs/cartpole_ppo.yaml``: 64x64 tanh actor and critic, minibatches of 256):
 the actor's log-probabilities and the critic's values of the minibatch, then the gradient
 of a loss given its derivatives with respect to those (fastrl.models.numpy_grad's split;
-the PPO arithmetic between is elementwise and the same in every variant). The variants:
+the PPO arithmetic between is elementwise and left out of every variant). The variants:
 
-- ``loop``: today's numpy step (``NumpyGrad``) once per member, one policy each;
+- ``loop``: today's numpy step (``NumpyGrad``) once per member, one policy each (it also
+  computes the entropy and clamps the log-probabilities, which the others leave out: a
+  little more work);
 - ``stacked numpy``: every layer's weights stacked ``[K, out, in]``, one ``np.matmul`` per
   layer and pass for all members, into reused arrays;
 - ``stacked autograd``: the same stacked weights as torch parameters, ``torch.baddbmm``
@@ -36,7 +38,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as in learner_cpu.py)
 
 import numpy as np
 import torch
-from learner_cpu import CONFIGS, linears, matmul_flops_per_cpu_second, seconds_per_call
+from learner_cpu import CONFIGS, matmul_flops_per_cpu_second
+from shared import linears, seconds_per_call
 from torch import nn
 
 from fastrl.bench.report import provenance
@@ -226,10 +229,9 @@ def check_gradients(found: dict[str, tuple[Step, Callable[[int], list]]], k: int
                                            err_msg=f"{name}, member {i}")
 
 
-def step_flops(plan, batch: int) -> int:
+def step_flops(policy: nn.Module, batch: int) -> int:
     """Matmul FLOPs of one member-step: each weight's forward, input and weight gradient
     products (2 FLOPs each), less the first layers' input gradients."""
-    policy = plan.policy()
     flops = 0
     for net in (policy.actor, policy.critic):
         for j, layer in enumerate(linears(net)):
@@ -249,7 +251,7 @@ def main() -> None:
     plan = plan_run(cfg)
     batch = cfg.batch_size // cfg.algo.num_minibatches
     peak = matmul_flops_per_cpu_second()
-    floor_us = step_flops(plan, batch) / peak * 1e6
+    floor_us = step_flops(plan.policy(), batch) / peak * 1e6
     rows = []
     print(f"CartPole PPO, minibatches of {batch}: microseconds per member-step, medians of "
           f"{args.rounds} rounds (floor {floor_us:.1f}: matmul FLOPs at {peak / 1e9:.0f} "

@@ -8,11 +8,13 @@ For 1 and 2 torch threads, in alternating rounds, the wall time of:
 - ``fastrl``: one ``SAC.update`` (actor, twin critics, entropy coefficient, Polyak targets)
   as fastrl's learner makes it from ``configs/mujoco_sac.yaml`` at the zoo's settings of
   HalfCheetah (batch 256, [256, 256] ReLU networks, lr 3e-4), on a synthetic batch;
-- ``matmuls``: the same step's matrix products alone, at their shapes (the forward, and the
-  backward's input and weight gradients, of every layer the step runs), on random
-  matrices: what the step cannot go below on this machine;
-- ``SB3``: one gradient step of ``SAC.train`` at the zoo's entry (the same settings), its
-  replay filled by 1,000 random steps.
+- ``matmuls``: the same step's matrix products alone (the forward, and the backward's
+  input and weight gradients, of every layer the step runs), recorded from one real step
+  and replayed on random operands of the same shapes and layouts: what the step cannot go
+  below on this machine;
+- ``SB3``: one gradient step of ``SAC.train`` at the zoo's entry (the same settings), on
+  one batch sampled once from a replay filled by 1,000 random steps (fastrl's step, too,
+  is timed without sampling).
 
 Medians of the rounds, in milliseconds per gradient step. One step is one env step at the
 zoo's ratio, so 0.5x SB3's step is the race's goal for the learner alone.
@@ -30,7 +32,9 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as in learner_cpu.py)
 
 import torch
-from learner_cpu import Case, build_update, linears, replay_batch, seconds_per_call
+from learner_cpu import Case, build_update, replay_batch
+from shared import seconds_per_call
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from fastrl.bench.report import provenance
 from fastrl.bench.sb3_solve import make_env, make_model
@@ -41,53 +45,66 @@ ZOO_SETTINGS = Case("mujoco_sac.yaml", ("env.id=HalfCheetah-v5", "algo.replay.ba
                                         "algo.sac.q_lr=3e-4", "algo.hidden_sizes=[256,256]"))
 
 
-def step_matmuls(update, batch: int) -> list[tuple[int, int, int]]:
-    """(n, k, m) of every matrix product of one SAC step: ``[n, k] @ [k, m]``.
+#: a matrix product as the step called it: each operand's shape and strides
+Product = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
-    A layer's forward is ``[B, in] @ [in, out]``; its backward's input gradient
-    ``[B, out] @ [out, in]`` and weight gradient ``[in, B] @ [B, out]``. The step runs the
-    actor forward twice (next and current observations) and backward once (weights; inputs
-    but the first layer's); each critic forward three times (target, loss, actor's loss),
-    backward once for its weights (inputs but the first layer's) and once to the actions
-    (every layer's input gradient, no weights)."""
-    out: list[tuple[int, int, int]] = []
 
-    def shapes_of(net: torch.nn.Module) -> list[tuple[int, int]]:
-        return [(m.in_features, m.out_features) for m in linears(net)]
+class MatmulRecorder(TorchDispatchMode):
+    """Records every ``mm`` and ``addmm`` torch runs inside it (the forward products of
+    the Linear layers and autograd's input and weight gradients) as a :data:`Product`."""
 
-    def passes(shapes, forwards, weight_grads, input_grads, first_input):
-        for j, (i, o) in enumerate(shapes):
-            out.extend([(batch, i, o)] * forwards + [(i, batch, o)] * weight_grads)
-            out.extend([(batch, o, i)] * (input_grads - (j == 0 and not first_input)))
+    def __init__(self) -> None:
+        super().__init__()
+        self.products: list[Product] = []
 
-    passes(shapes_of(update.actor), 2, 1, 1, False)
-    for critic in (update.critic.q1, update.critic.q2):
-        shapes = shapes_of(critic)
-        passes(shapes, 3, 1, 1, False)  # target, loss, actor's loss; the loss's backward
-        passes(shapes, 0, 0, 1, True)  # the actor loss's backward to the actions
-    return out
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+            a, b = args[-2:]  # (addmm's first argument is the bias)
+            self.products.append((tuple(a.shape), a.stride(), tuple(b.shape), b.stride()))
+        return func(*args, **(kwargs or {}))
+
+
+def step_products(step: Callable[[], None]) -> list[Product]:
+    """Every matrix product one call of ``step`` runs, in order."""
+    with MatmulRecorder() as recorder:
+        step()
+    return recorder.products
+
+
+def replay_products(products: list[Product]) -> tuple[Callable[[], None], float]:
+    """The products alone, on random operands of the same shapes and layouts (a
+    transposed weight stays transposed: BLAS's speed depends on it), and their GFLOP."""
+    operands = [(torch.empty_strided(sa, ta).normal_(), torch.empty_strided(sb, tb).normal_())
+                for sa, ta, sb, tb in products]
+
+    def matmuls() -> None:
+        for a, b in operands:
+            torch.mm(a, b)
+
+    gflop = sum(2 * sa[0] * sa[1] * sb[1] for sa, _, sb, _ in products) / 1e9
+    return matmuls, gflop
 
 
 def fastrl_steps() -> tuple[Callable[[], None], Callable[[], None], float]:
     """fastrl's SAC step, its matrix products alone, and their GFLOP."""
     update, cfg, plan = build_update(ZOO_SETTINGS, "shipped")
     batch = replay_batch(cfg, plan)
-    shapes = step_matmuls(update, cfg.algo.replay.batch_size)
-    mats = [(torch.randn(n, k), torch.randn(k, m)) for n, k, m in shapes]
 
-    def matmuls() -> None:
-        for a, b in mats:
-            a @ b
+    def step() -> None:
+        update.update(batch)
 
-    return (lambda: update.update(batch)), matmuls, \
-        sum(2 * n * k * m for n, k, m in shapes) / 1e9
+    return step, *replay_products(step_products(step))
 
 
 def sb3_step() -> Callable[[], None]:
-    """One gradient step of SB3's SAC at the zoo's HalfCheetah entry, its replay filled."""
+    """One gradient step of SB3's SAC at the zoo's HalfCheetah entry, on one batch sampled
+    once from a replay filled by 1,000 random steps: like fastrl's, the step without the
+    replay's sampling."""
     entry = ZOO["halfcheetah-sac"]
     model = make_model(entry, make_env(entry, "dummy", seed=1), 1, learning_starts=1000)
     model.learn(total_timesteps=1000)  # random actions into the replay, no update yet
+    batch = model.replay_buffer.sample(model.batch_size, env=model._vec_normalize_env)
+    model.replay_buffer.sample = lambda *args, **kwargs: batch
     return lambda: model.train(gradient_steps=1, batch_size=model.batch_size)
 
 
