@@ -23,7 +23,8 @@ import numpy as np
 #: statistics of a ``[..., runs, tasks]`` array over its last two axes
 Statistic = Callable[[np.ndarray], np.ndarray]
 
-REPLICATES_PER_CHUNK = 2_000  # (memory: chunk x runs x tasks floats at a time)
+CELLS_PER_CHUNK = 4_000_000  # replicate cells drawn at a time (about 100 MB of indices
+# and scores), whatever the runs and tasks
 
 
 def aggregate_mean(scores: np.ndarray) -> np.ndarray:
@@ -72,6 +73,11 @@ def interval_estimates(scores: np.ndarray, statistics: dict[str, Statistic] | No
                        rng: np.random.Generator | None = None) -> dict[str, Estimate]:
     """Each statistic of ``scores`` ``[runs, tasks]`` (one task: ``[runs]``) with its
     percentile interval over ``reps`` stratified-bootstrap replicates."""
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, not {reps}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a fraction between 0 and 1 (0.95 for a 95% "
+                         f"interval), not {confidence}")
     scores = np.asarray(scores, np.float64)
     if scores.ndim == 1:
         scores = scores[:, None]
@@ -84,8 +90,9 @@ def interval_estimates(scores: np.ndarray, statistics: dict[str, Statistic] | No
     statistics = STATISTICS if statistics is None else statistics
     rng = np.random.default_rng() if rng is None else rng
     values: dict[str, list[np.ndarray]] = {name: [] for name in statistics}
-    for start in range(0, reps, REPLICATES_PER_CHUNK):
-        sample = stratified_replicates(scores, min(REPLICATES_PER_CHUNK, reps - start), rng)
+    chunk = max(1, CELLS_PER_CHUNK // scores.size)
+    for start in range(0, reps, chunk):
+        sample = stratified_replicates(scores, min(chunk, reps - start), rng)
         for name, statistic in statistics.items():
             values[name].append(statistic(sample))
     tail = 100 * (1 - confidence) / 2
