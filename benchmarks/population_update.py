@@ -19,6 +19,10 @@ the PPO arithmetic between is elementwise and left out of every variant). The va
 - ``vmap``: ``torch.func.vmap`` of ``torch.func.grad`` over the members' stacked
   parameters (one member's ``functional_call``).
 
+A second table times a worker's side: the action choice for every member's envs (the
+config's ``envs_per_worker`` each), the numpy actor once per member against one stacked
+forward with the same sampling.
+
 Each figure is microseconds per member-step (one member's forward and backward on its
 minibatch), medians of alternating rounds on one torch and BLAS thread (the learner's
 setting); ``floor`` is the step's matmul FLOPs at this machine's peak for a 512x512
@@ -69,6 +73,11 @@ class Member:
         """Today's numpy step: evaluate, then backward into the policy's gradients."""
         self.grad.evaluate(self.x, None, self.action)
         self.grad.backward(self.d_log_prob, 0.0, self.d_value.copy())  # (d is overwritten)
+
+    def act(self) -> np.ndarray:
+        """A worker's action choice for this member's envs (``x``'s columns): today's
+        numpy actor; returns the values."""
+        return self.grad.net(self.x.T)[2]
 
     def grads(self) -> list[np.ndarray]:
         """The actor's, then the critic's, (weight, bias) gradients, per layer."""
@@ -139,6 +148,19 @@ class StackedNumpy:
                           + self.d_log_prob[:, None, :], 1)
         self._backward(actor, d_head)
         self._backward(critic, self.d_value[:, None, :].copy())
+
+    def act(self) -> np.ndarray:
+        """Every member's action choice at once, as the numpy actor makes it (Gumbel-max
+        over the log-softmax); returns the values ``[K, n]``."""
+        actor, critic = self.nets
+        head = self._forward(actor)
+        log_p = head - head.max(1, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+        noise = np.random.standard_exponential(head.shape)
+        np.log(np.maximum(noise, np.finfo(np.float64).tiny, out=noise), out=noise)
+        action = (log_p - noise).argmax(1)
+        np.take_along_axis(log_p, action[:, None, :], 1)  # (the log-probabilities)
+        return self._forward(critic)[:, 0]
 
     def grads(self, k: int) -> list[np.ndarray]:
         """Member ``k``'s gradients, in :meth:`Member.grads`' order."""
@@ -239,6 +261,32 @@ def step_flops(policy: nn.Module, batch: int) -> int:
     return flops
 
 
+def median_us(steps: dict[str, Step], k: int, rounds: int, seconds: float
+              ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Microseconds per member of each step (medians over alternating rounds), and the
+    rounds."""
+    us: dict[str, list[float]] = {name: [] for name in steps}
+    for r in range(rounds):
+        for name in (list(steps) if r % 2 == 0 else list(steps)[::-1]):
+            us[name].append(1e6 * seconds_per_call(steps[name], seconds) / k)
+    return {name: statistics.median(xs) for name, xs in us.items()}, us
+
+
+def acting_steps(plan, envs: int, k: int) -> dict[str, Step]:
+    """A worker's action choice for ``k`` members of ``envs`` envs each: the numpy actor
+    once per member, or one stacked forward; both checked to give the same values."""
+    members = [Member(plan, envs, np.random.default_rng(i)) for i in range(k)]
+    stacked = StackedNumpy(members)
+    np.testing.assert_allclose(stacked.act(), np.stack([m.act() for m in members]),
+                               rtol=1e-5, atol=1e-5)
+
+    def loop() -> None:
+        for m in members:
+            m.act()
+
+    return {"loop": loop, "stacked numpy": stacked.act}
+
+
 def main() -> None:
     """Time every variant at each K in alternating rounds; print and write medians."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -250,30 +298,33 @@ def main() -> None:
     cfg = load_config(CONFIGS / "cartpole_ppo.yaml")
     plan = plan_run(cfg)
     batch = cfg.batch_size // cfg.algo.num_minibatches
+    envs = cfg.infra.envs_per_worker
     peak = matmul_flops_per_cpu_second()
     floor_us = step_flops(plan.policy(), batch) / peak * 1e6
-    rows = []
+    rows, acting = [], []
     print(f"CartPole PPO, minibatches of {batch}: microseconds per member-step, medians of "
           f"{args.rounds} rounds (floor {floor_us:.1f}: matmul FLOPs at {peak / 1e9:.0f} "
           "GFLOP/s)")
     with learner_torch(1):
         for k in map(int, args.members.split(",")):
-            rng = np.random.default_rng(k)
-            found = variants([Member(plan, batch, rng) for _ in range(k)])
+            found = variants([Member(plan, batch, np.random.default_rng(k)) for _ in range(k)])
             check_gradients(found, k)
-            us: dict[str, list[float]] = {name: [] for name in found}
-            for r in range(args.rounds):
-                for name in (list(found) if r % 2 == 0 else list(found)[::-1]):
-                    us[name].append(1e6 * seconds_per_call(found[name][0], args.seconds) / k)
-            med = {name: statistics.median(xs) for name, xs in us.items()}
+            med, us = median_us({n: step for n, (step, _) in found.items()}, k, args.rounds,
+                                args.seconds)
             rows.append({"members": k, "median_us": med, "rounds_us": us,
                          "over_floor": {n: v / floor_us for n, v in med.items()}})
             print(f"  K={k:3d}  " + "  ".join(f"{n} {v:7.1f} ({v / floor_us:4.1f}x floor)"
                                             for n, v in med.items()))
+        print(f"Acting, {envs} envs a member (a worker's): microseconds per member")
+        for k in map(int, args.members.split(",")):
+            med, us = median_us(acting_steps(plan, envs, k), k, args.rounds, args.seconds)
+            acting.append({"members": k, "median_us": med, "rounds_us": us})
+            print(f"  K={k:3d}  " + "  ".join(f"{n} {v:7.1f}" for n, v in med.items()))
     if args.out:
         doc = {**provenance("python benchmarks/population_update.py"),
                "options": {k: str(v) for k, v in vars(args).items()},
-               "minibatch": batch, "floor_us": floor_us, "peak_flops": peak, "rows": rows}
+               "minibatch": batch, "floor_us": floor_us, "peak_flops": peak, "rows": rows,
+               "acting_envs": envs, "acting": acting}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
 
