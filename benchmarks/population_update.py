@@ -85,6 +85,13 @@ class Member:
                 for p in net.parameters()]
 
 
+def log_softmax(head: np.ndarray) -> np.ndarray:
+    """Log-probabilities of logits ``[K, classes, n]`` over the classes."""
+    log_p = head - head.max(1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+    return log_p
+
+
 class StackedNumpy:
     """The members' actor and critic MLPs with each layer's weights stacked ``[K, out,
     in]``, computed feature-major (``[K, features, n]``) by one ``np.matmul`` per layer."""
@@ -138,8 +145,7 @@ class StackedNumpy:
         actor, critic = self.nets
         head = self._forward(actor)  # [K, classes, n]
         self._forward(critic)
-        log_p = head - head.max(1, keepdims=True)
-        log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+        log_p = log_softmax(head)
         p = np.exp(log_p)
         # d log p[a] / d logits = onehot(a) - p
         d_head = p * -self.d_log_prob[:, None, :]
@@ -154,12 +160,12 @@ class StackedNumpy:
         over the log-softmax); returns the values ``[K, n]``."""
         actor, critic = self.nets
         head = self._forward(actor)
-        log_p = head - head.max(1, keepdims=True)
-        log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+        log_p = log_softmax(head)
         noise = np.random.standard_exponential(head.shape)
         np.log(np.maximum(noise, np.finfo(np.float64).tiny, out=noise), out=noise)
         action = (log_p - noise).argmax(1)
-        np.take_along_axis(log_p, action[:, None, :], 1)  # (the log-probabilities)
+        log_prob = np.take_along_axis(log_p, action[:, None, :], 1)
+        del log_prob  # (computed as a worker computes it; only the values are checked)
         return self._forward(critic)[:, 0]
 
     def grads(self, k: int) -> list[np.ndarray]:
