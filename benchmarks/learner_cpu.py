@@ -66,7 +66,7 @@ from fastrl.bench.sb3_solve import make_env, make_model
 from fastrl.bench.zoo import ZOO
 from fastrl.config import MainConfig, load_config
 from fastrl.core.process import learner_torch
-from fastrl.learner.staging import PER_ENV
+from fastrl.memory.layout import PER_ENV
 from fastrl.models.encoders import channels_last_convs
 from fastrl.plan import RunPlan, plan_run
 

@@ -25,6 +25,7 @@ from fastrl.envs.source import EnvConfig
 from fastrl.models.encoders import ENCODERS
 from fastrl.models.policy import HIDDEN_ACTIVATIONS
 from fastrl.models.recurrent import CORES, NO_CORE
+from fastrl.population.config import PopulationConfig, check_population, member_config
 from fastrl.selfplay.config import SelfPlayConfig
 
 
@@ -229,6 +230,7 @@ class MainConfig:
     infra: InfraConfig = field(default_factory=InfraConfig)
     log: LogConfig = field(default_factory=LogConfig)
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    population: PopulationConfig = field(default_factory=PopulationConfig)
     seed: int = setting(1, "run seed; every worker's env seeds derive from it", ge=0)
 
     @property
@@ -380,6 +382,10 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
         _check_replay_fits_the_run(cfg)
     if algo.check_config:
         algo.check_config(cfg)
+    check_population(cfg)
+    if cfg.population.vary:  # (each member's values within their keys' bounds)
+        for k in range(cfg.population.size):
+            check_values(member_config(cfg, k), refuse_ignored)
     if refuse_ignored:
         _check_no_knob_is_ignored(cfg)
 

@@ -21,7 +21,7 @@ from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.batched import weighs_rows
 from fastrl.envs.contract import check_env
 from fastrl.envs.multiagent import agent_group, agent_groups
-from fastrl.envs.source import EnvSource, env_source
+from fastrl.envs.source import EnvSource, env_seeds, env_source
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
@@ -31,6 +31,9 @@ from fastrl.models.base import build_policy
 from fastrl.models.grouped import has_groups
 from fastrl.models.masks import action_mask
 from fastrl.models.recurrent import state_size
+from fastrl.population.members import Population, population_of, seeded_builds, widened
+from fastrl.population.policy import PopulationPolicy
+from fastrl.population.update import PopulationUpdate
 from fastrl.selfplay.checks import check_baseline
 from fastrl.selfplay.games import training_win_rates
 from fastrl.selfplay.pool import PoolPublisher, pool_banks
@@ -138,6 +141,7 @@ class RunPlan:
     schedule: SlotSchedule | None = None  # deterministic asynchrony, when on
     max_episode_steps: int | None = None  # the envs' declared time limit (sizes final_obs)
     agents: tuple[str, ...] = ()  # a multi-agent env's possible agents, one row each
+    population: Population | None = None  # the members of a population run (cfg: widened)
 
     @property
     def rows_per_env(self) -> int:
@@ -187,7 +191,10 @@ class RunPlan:
     @property
     def episode_groups(self) -> tuple[str, ...]:
         """The group of each row of an env, reported apart (a multi-agent env's agent
-        groups, fastrl.envs.multiagent.agent_group); empty for one agent."""
+        groups, fastrl.envs.multiagent.agent_group; a population's members, each a block of
+        rows of a worker, all of which count as one env here); empty for one agent."""
+        if self.population is not None:
+            return self.population.row_groups()
         return tuple(agent_group(a) for a in self.agents)
 
     @property
@@ -215,9 +222,39 @@ class RunPlan:
         weights."""
         return self.cfg.algo.algorithm.trains
 
-    def policy(self) -> nn.Module:
-        """A freshly initialised policy of this run's architecture (on the CPU)."""
-        return make_policy(self.cfg.algo, self.obs_space, self.act_space, self.policy_spec)
+    def policy(self, seeds: list[int] | None = None) -> nn.Module:
+        """A freshly initialised policy of this run's architecture (on the CPU). A
+        population's holds every member's network, each built right after seeding the
+        process with its member's ``seeds`` entry (default: the member's run seed), as its
+        single run builds it (fastrl.population.members.seeded_builds)."""
+        pop = self.population
+        if pop is None:
+            return make_policy(self.cfg.algo, self.obs_space, self.act_space, self.policy_spec)
+        nets, streams = seeded_builds(
+            seeds or [c.seed for c in pop.configs],
+            lambda k: make_policy(pop.configs[k].algo, self.obs_space, self.act_space))
+        return PopulationPolicy(nets, streams)
+
+    def make_update(self, policy: nn.Module, device: torch.device) -> Any:
+        """The algorithm's update of ``policy`` (a population's: each member's, with its
+        own settings, fastrl.population.update)."""
+        algorithm, pop = self.cfg.algo.algorithm, self.population
+        if pop is None:
+            return algorithm.make_update(self.cfg.algo, policy, self.obs_space,
+                                         self.act_space, device)
+        updates = [algorithm.make_update(c.algo, policy.member(k), self.obs_space,
+                                         self.act_space, device)
+                   for k, c in enumerate(pop.configs)]
+        return PopulationUpdate(pop, updates, [s["torch"] for s in policy.streams])
+
+    def worker_seeds(self, worker: int, incarnation: int) -> tuple[list[int], list[int]]:
+        """``(env seeds, action-sampling seeds)`` of a worker: one sampling seed, or a
+        population's one per member (fastrl.population.members)."""
+        if self.population is not None:
+            return self.population.worker_seeds(worker, incarnation)
+        n = self.cfg.infra.envs_per_worker
+        *seeds, sampling = env_seeds(self.cfg.seed, worker, n + 1, incarnation)
+        return seeds, [sampling]
 
 
 def make_policy(algo: AlgoConfig, obs_space: gym.Space, act_space: gym.Space,
@@ -249,6 +286,9 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     a user's policy (default: ``algo.policy``, else the built-in network). The env contract
     and the policy's are checked here, before any process starts.
     """
+    population = population_of(cfg)
+    if population is not None:  # (the rest of fastrl runs the wider run)
+        cfg = widened(cfg)
     # (one network per agent group reads the group of each row: fastrl.envs.multiagent)
     env = replace(env or env_source(cfg.env), grouped=cfg.algo.policy_per_group)
     check_env(env, cfg.seed)
@@ -266,12 +306,13 @@ def plan_run(cfg: MainConfig, env: EnvSource | None = None, policy: Any = None) 
     check_rows(cfg, env.env_id, agents)
     action_mask(obs_space, act_space)  # a mask that cannot mask these actions: refused now
     network = make_policy(cfg.algo, obs_space, act_space, policy)
-    num_params = sum(p.numel() for p in network.parameters())
+    num_params = sum(p.numel() for p in network.parameters()) * \
+        (population.size if population else 1)
     layout = trajectory_layout(obs_space, act_space, infra.rollout_len, infra.envs_per_worker,
                                max_episode_steps, state_size(network), weighted)
     return RunPlan(cfg, env, obs_space, act_space, layout, num_params,
                    resolve_device(infra.device), policy, slot_schedule(cfg), max_episode_steps,
-                   agents)
+                   agents, population)
 
 
 def check_rows(cfg: MainConfig, env_id: str, agents: tuple[str, ...]) -> None:

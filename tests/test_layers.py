@@ -15,9 +15,10 @@ ROOT = Path(fastrl.__file__).parent
 #: Lowest first: a module may import its own layer or lower ones (docs/architecture.md).
 LAYERS = [
     ["fastrl.core", "fastrl.callbacks"],
-    ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models", "fastrl.selfplay"],
+    ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models", "fastrl.selfplay",
+     "fastrl.population.config"],
     ["fastrl.algos"],
-    ["fastrl.config", "fastrl.compat"],
+    ["fastrl.config", "fastrl.compat", "fastrl.population"],
     ["fastrl.plan", "fastrl.checkpoint", "fastrl.resume", "fastrl.eval.harness",
      "fastrl.eval.policy", "fastrl.eval.checkpoints", "fastrl.telemetry"],
     ["fastrl.rollout", "fastrl.learner"],

@@ -29,6 +29,7 @@ from fastrl.envs.source import EnvSource
 from fastrl.memory.wait import Stopped
 from fastrl.models.actors import RecurrentActor
 from fastrl.models.recurrent import is_recurrent
+from fastrl.population.policy import PopulationPolicy, members_summary
 from fastrl.selfplay.config import SelfPlayConfig
 from fastrl.selfplay.games import baseline_of, win_rates
 from fastrl.selfplay.seats import learning_rows
@@ -161,9 +162,20 @@ def evaluate(
     should_stop: Callable[[], bool] = lambda: False, episodes_per_seed: int = 1,
     selfplay: SelfPlayConfig | None = None,
 ) -> dict[str, float]:
-    """The flat summary (:func:`summarize`) of :func:`evaluate_episodes` over all episodes."""
+    """The flat summary (:func:`summarize`) of :func:`evaluate_episodes` over all episodes;
+    a population's, of each member's (fastrl.population.policy.members_summary)."""
+    if isinstance(policy, PopulationPolicy):
+        return members_summary([
+            evaluate(member, env, seeds, device, max_steps, should_stop, episodes_per_seed,
+                     selfplay) for member in policy.members])
     return evaluate_episodes(policy, env, seeds, device, max_steps, should_stop,
                              episodes_per_seed, selfplay).summary()
+
+
+def reached(result: dict[str, float], target: float | None) -> bool:
+    """An evaluation's summary reaches the target return (a population's: every
+    member's)."""
+    return target is not None and result.get("worst_return_mean", result["return_mean"]) >= target
 
 
 @dataclass(frozen=True)

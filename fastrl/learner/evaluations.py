@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from fastrl.core.timing import StageTimer
-from fastrl.eval.harness import SeedSuite, evaluate
+from fastrl.eval.harness import SeedSuite, evaluate, reached
 from fastrl.memory.control import RunControl
 from fastrl.models.policy import flat_params, load_flat_params
 from fastrl.plan import RunPlan
@@ -88,8 +88,7 @@ class Evaluations:
         reached the target return."""
         target = self.plan.cfg.algo.target_return
         return self.control.solved_step() is not None or (
-            target is not None and self.last_eval is not None and
-            self.last_eval["return_mean"] >= target)
+            self.last_eval is not None and reached(self.last_eval, target))
 
     def finish(self, step: int) -> None:
         """The end of training at env step ``step``: solved elsewhere, go back to the weights

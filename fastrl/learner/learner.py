@@ -151,9 +151,7 @@ class Learner:
         seed_everything(cfg.seed)
         self.device = torch.device(plan.device)
         self.policy = channels_last_convs(plan.policy()).to(self.device)
-        self.algo = cfg.algo.algorithm.make_update(
-            cfg.algo, self.policy, plan.obs_space, plan.act_space, self.device) \
-            if plan.trains else None
+        self.algo = plan.make_update(self.policy, self.device) if plan.trains else None
         self.rings, self.weights, self.control = rings, weights, control
         self.hooks = hooks
         self.timer = timer or StageTimer()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fastrl.memory.layout import SlotLayout
+from fastrl.memory.layout import PER_ENV, SlotLayout
 from fastrl.memory.ring import Ring
 from fastrl.models.encoders import torch_dtype
 
@@ -39,8 +39,6 @@ from fastrl.models.encoders import torch_dtype
 #: only a recurrent policy's, weight only a weighted one's); the others stay on the host.
 DEVICE_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "log_prob", "value",
                  "final_obs", "bootstrap_obs", "core_state", "weight")
-#: the fields shaped [E, ...], not [T, E, ...]
-PER_ENV = ("final_obs", "bootstrap_obs", "core_state")
 
 
 @dataclass

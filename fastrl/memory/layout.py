@@ -10,6 +10,8 @@ from gymnasium import spaces
 from fastrl.memory.records import ObsRecord, UnsupportedSpace, is_structured, leaf_storage
 
 ALIGN = 64  # every field starts on its own cache line
+#: the fields shaped [E, ...] (one entry per env), not [T, E, ...] (one per step and env)
+PER_ENV = ("final_obs", "bootstrap_obs", "core_state")
 
 
 @dataclass(frozen=True)

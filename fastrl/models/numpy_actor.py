@@ -9,7 +9,8 @@ policy's own parameters, so what a worker loads into the torch module is what ac
 nothing is copied or kept in sync. The actions follow the same distributions as
 :meth:`fastrl.models.policy.ActorCritic.act` (Gumbel-max over the log-softmax for Discrete
 actions, the mean plus ``exp(log_std)`` times a standard normal for Box), drawn from numpy's global
-random state as torch's are drawn from torch's: the worker seeds both, and a run parked
+random state as torch's are drawn from torch's (or from the actor's own ``rng``, where a
+population gives each member its stream): the worker seeds both, and a run parked
 at its end saves and restores both (fastrl.core.process.rng_state), so that a resumed run
 acts as an uninterrupted one. Log-probabilities and values agree with torch's to float32
 rounding.
@@ -115,9 +116,11 @@ class NumpyMLP:
 
 class NumpyActorCritic(Actor):
     """:meth:`ActorCritic.act` of one policy in numpy: an
-    :class:`~fastrl.models.actors.Actor` (its arrays are valid until its next call)."""
+    :class:`~fastrl.models.actors.Actor` (its arrays are valid until its next call), its
+    samples drawn from ``rng`` (numpy's global random state unless set)."""
 
     def __init__(self, policy: ActorCritic) -> None:
+        self.rng: np.random.RandomState = np.random.mtrand._rand
         features = policy._features
         norm = getattr(features, "norm", None)  # (a record's leaves are not standardised)
         self._norm = None if norm is None else (_view(norm.mean), _view(norm.var))
@@ -182,7 +185,7 @@ class NumpyActorCritic(Actor):
         if self._mask is not None:  # as fastrl.models.masks.mask_logits
             head[~self._mask.numpy(obs).T] = -np.inf
         if self.continuous:
-            noise = np.random.standard_normal(head.shape).astype(np.float32)
+            noise = self.rng.standard_normal(head.shape).astype(np.float32)
             action = noise * np.exp(self._log_std)
             action += head
             log_prob = (noise * noise).sum(0)
@@ -193,7 +196,7 @@ class NumpyActorCritic(Actor):
             log_p = head - head.max(0)
             log_p -= np.log(np.exp(log_p).sum(0))
             # Gumbel-max, as fastrl.models.policy.sample_classes: argmax(log_p - log E)
-            noise = np.random.standard_exponential(head.shape)
+            noise = self.rng.standard_exponential(head.shape)
             np.maximum(noise, TINY, out=noise)
             np.log(noise, out=noise)
             np.subtract(log_p, noise, out=noise)

@@ -26,7 +26,7 @@ from fastrl.core.process import (
     set_rng_state,
 )
 from fastrl.core.timing import StageTimer
-from fastrl.envs.source import EnvContractError, EnvError, env_seeds
+from fastrl.envs.source import EnvContractError, EnvError
 from fastrl.memory.control import RunControl
 from fastrl.memory.ring import (
     ACT_NS,
@@ -47,6 +47,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.actors import random_actor
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
+from fastrl.population.actor import PopulationActor
 from fastrl.resume import load_parked, park_blob
 from fastrl.rollout.collector import Collector
 from fastrl.selfplay.actor import SelfPlayActor
@@ -158,8 +159,10 @@ class RolloutWorker:
         self.spec, self.ring, self.weights, self.control = spec, ring, weights, control
         self.timer = timer or StageTimer()
         n = infra.envs_per_worker
-        # n env seeds plus one for this process's action sampling, all from the run seed
-        *seeds, sampling_seed = env_seeds(cfg.seed, spec.worker_id, n + 1, spec.incarnation)
+        # n env seeds and this process's action sampling (a population's: each member's),
+        # all from the run seed
+        seeds, sampling_seeds = plan.worker_seeds(spec.worker_id, spec.incarnation)
+        sampling_seed = sampling_seeds[0]
         seed_everything(sampling_seed)
         envs = plan.env.make(seeds[:n // plan.rows_per_env])  # a multi-agent env: A rows
         if (envs.observation_space, envs.action_space) != (plan.obs_space, plan.act_space):
@@ -169,14 +172,22 @@ class RolloutWorker:
                 f"{envs.observation_space}, {envs.action_space}; the run was planned for "
                 f"{plan.obs_space}, {plan.act_space} (an env's spaces must not vary)"
             )
-        self.policy = plan.policy()
+        self.policy = plan.policy(sampling_seeds)
         self.params = np.empty(plan.num_params, np.float32)
         self.algorithm = cfg.algo.algorithm
         self.explore = random_actor(plan.obs_space, plan.act_space, n, sampling_seed)
         # (an actor that draws its own random numbers takes another stream than explore's)
-        self.act = self.explore if cfg.algo.random_actions else \
-            self.algorithm.make_actor(self.policy, plan.act_space, sampling_seed + 1,
-                                      infra.worker_inference)
+        if cfg.algo.random_actions:
+            self.act = self.explore
+        elif plan.population is not None:  # each member acts for its rows, from its streams
+            self.act = PopulationActor(
+                [self.algorithm.make_actor(self.policy.member(k), plan.act_space, s + 1,
+                                           infra.worker_inference)
+                 for k, s in enumerate(sampling_seeds)],
+                self.policy.streams, plan.population.rows)
+        else:
+            self.act = self.algorithm.make_actor(self.policy, plan.act_space,
+                                                 sampling_seed + 1, infra.worker_inference)
         if pool is not None:  # self-play: the other seat acts with an opponent from the pool
             opponent = plan.policy()
             self.act = SelfPlayActor(

@@ -25,7 +25,7 @@ import torch
 
 from fastrl.checkpoint import describe_latest
 from fastrl.core.process import become_child, read_crash, report_crash
-from fastrl.eval.harness import SeedSuite, evaluate
+from fastrl.eval.harness import SeedSuite, evaluate, reached
 from fastrl.memory.control import RunControl
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped
@@ -149,5 +149,5 @@ class PeriodicEvals:
         self.last = result
         self.events.put(("eval", step, result))
         target = self.plan.cfg.algo.target_return
-        if target is not None and result["return_mean"] >= target:
+        if reached(result, target):
             self.memory.control.mark_solved(step)

@@ -1,0 +1,47 @@
+"""A worker's action choice for every member's rows, each member from its own streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fastrl.models.actors import Actor
+
+
+class PopulationActor(Actor):
+    """Member ``k``'s actor picks the actions of rows ``[k*rows, (k+1)*rows)``, drawing
+    from member ``k``'s random streams (``streams[k]``: a state of
+    fastrl.core.process.rng_state, the one its single run's worker acts from): its numpy
+    actor from a random state of its own, a torch actor from torch's, swapped in around its
+    call."""
+
+    def __init__(self, actors: list[Actor], streams: list[dict], rows: int) -> None:
+        self.actors, self.rows = actors, rows
+        self._numpy = [np.random.RandomState() for _ in actors]
+        self._torch: list[torch.Tensor] = []
+        self.restore({"population_streams": streams})
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(action, log_prob, value)`` of every member's rows, in row order."""
+        parts = []
+        for k, actor in enumerate(self.actors):
+            torch.set_rng_state(self._torch[k])
+            parts.append(actor(obs[k * self.rows:(k + 1) * self.rows]))
+            self._torch[k] = torch.get_rng_state()
+        return tuple(np.concatenate(column) for column in zip(*parts))
+
+    def state(self) -> dict:
+        """Every member's streams."""
+        return {"population_streams": [
+            {"numpy": rng.get_state(), "torch": t} for rng, t in zip(self._numpy, self._torch)]}
+
+    def restore(self, state: dict) -> None:
+        """Continue every member's streams (:meth:`state`, or the states the members'
+        builds left)."""
+        streams = state["population_streams"]
+        for rng, stream, actor in zip(self._numpy, streams, self.actors):
+            name, keys, pos, has_gauss, gauss = stream["numpy"]
+            rng.set_state((name, np.asarray(keys, np.uint32), pos, has_gauss, gauss))
+            if hasattr(actor, "rng"):  # (a numpy actor draws from its own state)
+                actor.rng = rng
+        self._torch = [stream["torch"].clone() for stream in streams]

@@ -1,0 +1,74 @@
+"""The ``population`` config section, and each member's config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any
+
+from fastrl.core.errors import ConfigError
+from fastrl.core.settings import setting
+
+
+@dataclass
+class PopulationConfig:
+    """Several members trained in one run (docs/population.md): the same workers step every
+    member's envs, the same learner trains every member's network."""
+
+    size: int = setting(1, "members trained in this run; member k is the run with seed "
+                        "seed+k (and the k-th value of every population.vary key)", gt=0)
+    vary: dict[str, list[float]] = setting(
+        {}, "per member, other values of algo's float keys: {'algo.lr': [v0, v1, ...]}, one "
+        "value per member")
+    exact: bool = setting(False, "member k is bit-identical to the single run with seed "
+                          "seed+k (its updates one after another; false: the members' "
+                          "arithmetic in stacked arrays, which differs only by the order of "
+                          "floating-point sums)")
+
+
+def member_config(cfg: Any, k: int) -> Any:
+    """Member ``k``'s config (a fastrl.config.MainConfig): the run's with seed ``seed + k``,
+    every ``population.vary`` key at its ``k``-th value, and a population of one."""
+    algo = cfg.algo
+    for key, values in cfg.population.vary.items():
+        algo = _set(algo, key.split(".")[1:], values[k])
+    return replace(cfg, seed=cfg.seed + k, algo=algo, population=PopulationConfig())
+
+
+def _set(section: Any, path: list[str], value: float) -> Any:
+    head, *rest = path
+    if rest:
+        return replace(section, **{head: _set(getattr(section, head), rest, value)})
+    return replace(section, **{head: float(value)})
+
+
+def varied_keys(algo: Any) -> list[str]:
+    """The keys ``population.vary`` accepts: every float key of ``algo`` (a
+    fastrl.config.AlgoConfig) and of its sections."""
+    def floats(section: Any, prefix: str) -> list[str]:
+        out = []
+        for f in fields(section):
+            value = getattr(section, f.name)
+            if is_dataclass(value):
+                out += floats(value, f"{prefix}{f.name}.")
+            elif f.type in (float, "float", "float | None"):
+                out.append(prefix + f.name)
+        return out
+    return floats(algo, "algo.")
+
+
+def check_population(cfg: Any) -> None:
+    """``population.vary`` names float keys of ``algo``, each with one value per member,
+    each value within its key's bounds (checked on the member's config by the caller)."""
+    pop = cfg.population
+    accepted = varied_keys(cfg.algo)
+    for key, values in pop.vary.items():
+        if key not in accepted:
+            raise ConfigError(f"config key 'population.vary' names {key!r}; it varies float "
+                              f"keys of algo: {', '.join(accepted)}")
+        if len(values) != pop.size:
+            raise ConfigError(f"config key 'population.vary.{key}' has {len(values)} values; "
+                              f"population.size={pop.size} needs one per member")
+    if pop.vary and pop.size == 1:
+        raise ConfigError("config key 'population.vary' needs population.size > 1")
+    if pop.exact and pop.size == 1:
+        raise ConfigError("config key 'population.exact=true' needs population.size > 1")

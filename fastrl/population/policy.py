@@ -1,0 +1,36 @@
+"""Every member's network in one module: one set of weights to publish, load and save."""
+
+from __future__ import annotations
+
+import numpy as np
+from torch import nn
+
+
+class PopulationPolicy(nn.Module):
+    """``members[k]`` is member ``k``'s network, as its single run builds it; the flat
+    weights are the members' one after another (fastrl.models.policy.flat_params).
+    ``streams`` are the random states the members' builds left
+    (fastrl.population.members.seeded_builds), where the learner's updates continue."""
+
+    def __init__(self, members: list[nn.Module], streams: list[dict]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.streams = streams
+
+    def member(self, k: int) -> nn.Module:
+        """Member ``k``'s network."""
+        return self.members[k]
+
+
+def members_summary(results: list[dict[str, float]]) -> dict[str, float]:
+    """One evaluation of every member (``results[k]``: member ``k``'s summary) as one flat
+    summary: each statistic's mean over the members, ``worst_return_mean`` and
+    ``best_return_mean`` (the target is reached when the worst member reaches it), and each
+    member's under ``member<k>/``."""
+    means = [r["return_mean"] for r in results]
+    out = {name: float(np.mean([r[name] for r in results])) for name in results[0]}
+    out.update(worst_return_mean=float(min(means)), best_return_mean=float(max(means)),
+               median_return_mean=float(np.median(means)))
+    for k, r in enumerate(results):
+        out.update({f"member{k}/{name}": v for name, v in r.items()})
+    return out
