@@ -60,6 +60,8 @@ class Features:
     random_actions: bool = False
     policy_per_group: bool = False
     selfplay: bool = False
+    population: int = 1
+    runtime: str = "local"
     network: tuple[str, ...] = ()
     env_id: str = ""
     agents: tuple[str, ...] | None = None
@@ -75,8 +77,8 @@ class Features:
         algo = cfg.algo
         return cls(algo.algorithm, algo.core, algo.policy, algo.normalize_obs,
                    algo.normalize_reward, algo.random_actions, algo.policy_per_group,
-                   cfg.selfplay.enabled, tuple(changed_from_default(algo, ACTOR_CRITIC_KEYS)),
-                   **env)
+                   cfg.selfplay.enabled, cfg.population.size, cfg.infra.runtime,
+                   tuple(changed_from_default(algo, ACTOR_CRITIC_KEYS)), **env)
 
     def given(self) -> str:
         """The algorithm as the config gives it, with its user policy."""
@@ -94,6 +96,22 @@ class Features:
         given += [f"algo.policy={self.user_policy}"] if self.user_policy else []
         given += [f"algo.core={self.core}"] if self.core != NO_CORE else []
         given += ["algo.normalize_obs=true"] if self.normalize_obs else []
+        return given
+
+    def population_conflicts(self) -> list[str]:
+        """What a population cannot be trained with (yet: docs/population.md)."""
+        if self.population == 1:
+            return []
+        given = [f"algo.name={self.algorithm.name}"] if not (
+            _trains_on_policy(self.algorithm) and self.algorithm.data is DataMode.SYNC) else []
+        given += [f"algo.policy={self.user_policy}"] if self.user_policy else []
+        given += [f"algo.core={self.core}"] if self.core != NO_CORE else []
+        given += [f"{key}=true" for key, on in (
+            ("algo.normalize_obs", self.normalize_obs),
+            ("algo.normalize_reward", self.normalize_reward),
+            ("algo.policy_per_group", self.policy_per_group),
+            ("selfplay.enabled", self.selfplay)) if on]
+        given += [f"infra.runtime={self.runtime}"] if self.runtime == "ray" else []
         return given
 
     def agents_text(self) -> str:
@@ -161,6 +179,21 @@ PAIRS = (
          lambda f: f.selfplay and f.core != NO_CORE,
          lambda f: "config key 'selfplay.enabled=true' takes a feed-forward policy; "
                    f"algo.core={f.core} is not supported with it yet"),
+    Pair("population.size > 1",
+         "another algorithm than ppo and a2c, a user policy, algo.core, the normalisers, "
+         "algo.policy_per_group, self-play, infra.runtime=ray",
+         lambda f: bool(f.population_conflicts()),
+         lambda f: f"config key 'population.size={f.population}' trains the built-in network "
+                   "of algo.name=ppo or a2c, feed-forward, without normalisers, one agent "
+                   "each, on the local or serial runtime (docs/population.md); not with "
+                   + ", ".join(f.population_conflicts())),
+    Pair("population.size > 1", "a multi-agent env, or a policy given to fastrl.Trainer",
+         lambda f: f.population > 1 and (bool(f.agents) or f.trainer_policy),
+         lambda f: f"config key 'population.size={f.population}' trains the built-in network "
+                   "on envs of one agent; " + (
+                       "not a policy given to fastrl.Trainer" if f.trainer_policy else
+                       f"env {f.env_id!r} has {f.agents_text()}"),
+         env=True),
     Pair("a multi-agent env", "a replay algorithm",
          lambda f: bool(f.agents) and f.algorithm.data is DataMode.REPLAY,
          lambda f: f"env {f.env_id!r} has {len(f.agents)} agents: multi-agent envs train "

@@ -385,7 +385,11 @@ def check_values(cfg: MainConfig, refuse_ignored: bool = True) -> None:
     check_population(cfg)
     if cfg.population.vary:  # (each member's values within their keys' bounds)
         for k in range(cfg.population.size):
-            check_values(member_config(cfg, k), refuse_ignored)
+            try:
+                check_values(member_config(cfg, k), refuse_ignored)
+            except ConfigError as e:
+                raise ConfigError(f"population member {k} (population.vary's value {k}): "
+                                  f"{e}") from None
     if refuse_ignored:
         _check_no_knob_is_ignored(cfg)
 

@@ -99,12 +99,17 @@ class ReportWindow:
 
     def episodes(self) -> dict[str, list]:
         """Every episode that ended in this window, one entry each in the order they ended:
-        ``step`` (env steps of the run when it ended), ``return``, ``length`` and ``time``
-        (Unix seconds when the learner saw it); empty lists when none did."""
+        ``step`` (env steps of the run when it ended), ``return``, ``length``, ``time``
+        (Unix seconds when the learner saw it) and, where rows have groups, ``group`` (its
+        row's); empty lists when none did."""
         columns = {"step": self._steps, "return": self._returns, "length": self._lengths,
                    "time": self._times}
-        return {name: np.concatenate(parts).tolist() if parts else []
-                for name, parts in columns.items()}
+        out = {name: np.concatenate(parts).tolist() if parts else []
+               for name, parts in columns.items()}
+        if len(self._group_of):
+            out["group"] = [self.group_names[g] for g in
+                            (np.concatenate(self._groups) if self._groups else [])]
+        return out
 
     def _group_stats(self, returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
         """``episode/<group>/*``: :func:`ended_episode_stats` of each agent group's

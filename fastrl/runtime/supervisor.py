@@ -114,8 +114,8 @@ class Supervisor:
         shutil.rmtree(parked_dir, ignore_errors=True)  # states a crashed run left behind
         remove_stale_temps(self.run_dir)  # (and checkpoint writes it left half done)
         start_step = self.resume.global_step if self.resume else 0
-        logger = MetricsLogger(self.run_dir, self.cfg.log, self.cfg.algo.total_steps,
-                               start_step)
+        logger = MetricsLogger(self.run_dir, self.cfg.log, plan.cfg.algo.total_steps,
+                               start_step, grouped=bool(plan.episode_groups))
         watchdog = Watchdog(self.cfg, self.run_dir, memory, children, stopping=lambda: (
             memory.control.run_over() or stop.signal is not None or stop.asked))
         events = self._events = RunEvents(

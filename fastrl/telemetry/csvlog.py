@@ -20,12 +20,14 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 class CsvLog:
     """Appends rows to ``run_dir/name`` (columns: :data:`COLUMNS`) and flushes each batch of
     rows, so that a reader (the bench's ``solve`` scenario) sees them as soon as they are
-    logged. A resumed run passes its checkpoint's ``start_step``: the rows logged after it
-    by the interrupted run are dropped, as TensorBoard's ``purge_step`` drops its scalars,
-    so that no step appears twice."""
+    logged; ``extra`` columns follow :data:`COLUMNS`' (``group``: the row group of a run
+    whose rows have groups). A resumed run passes its checkpoint's ``start_step``: the
+    rows logged after it by the interrupted run are dropped, as TensorBoard's
+    ``purge_step`` drops its scalars, so that no step appears twice."""
 
-    def __init__(self, run_dir: Path, name: str, start_step: int = 0) -> None:
-        self.columns = COLUMNS[name]
+    def __init__(self, run_dir: Path, name: str, start_step: int = 0,
+                 extra: tuple[str, ...] = ()) -> None:
+        self.columns = COLUMNS[name] + extra
         self.path = path = Path(run_dir) / name
         kept: list[list[str]] = []
         if start_step and path.exists():

@@ -112,13 +112,15 @@ class MetricsLogger:
     axis; ``episode/return`` holds each training episode's own return at the step it ended.
     A resumed run passes its checkpoint's ``start_step``: TensorBoard and the CSV files then
     discard whatever the interrupted run logged after that step, so no step appears twice.
+    ``grouped``: the run's rows have groups (agent groups, population members), and
+    ``episodes.csv`` a ``group`` column.
     """
 
     LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
                  "grad_norm", "explained_variance", "q_loss", "actor_loss")
 
     def __init__(self, run_dir: Path, cfg: LogConfig, total_steps: int,
-                 start_step: int = 0) -> None:
+                 start_step: int = 0, grouped: bool = False) -> None:
         self._writer = None
         self._tb_dir = run_dir / "tb"
         self._tb_threads: set[threading.Thread] = set()
@@ -143,7 +145,8 @@ class MetricsLogger:
             self._task = self._progress.add_task("train", total=total_steps, sps=0.0, ret="-",
                                                  health="", completed=start_step)
             self._progress.start()
-        self._episodes = CsvLog(run_dir, "episodes.csv", start_step)
+        self._episodes = CsvLog(run_dir, "episodes.csv", start_step,
+                                ("group",) if grouped else ())
         self._evals = CsvLog(run_dir, "evals.csv", start_step)
         self._t0 = time.monotonic()
         self._start_step = start_step
@@ -185,7 +188,8 @@ class MetricsLogger:
 
     def episodes(self, episodes: dict[str, list]) -> None:
         """Log training episodes, each with its own ``step``, ``return``, ``length`` and
-        ``time`` (lists of equal length, in the order the episodes ended)."""
+        ``time`` (and ``group``, where rows have groups: lists of equal length, in the order
+        the episodes ended)."""
         columns = [episodes[name] for name in self._episodes.columns]
         self._episodes.write(zip(*columns))
         if self._writer:

@@ -1,0 +1,46 @@
+"""Population configs (fastrl.population): each member's config, what a population refuses,
+each member's columns of a batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fastrl.config import ConfigError, load_config
+from fastrl.population.members import population_of
+
+pytestmark = pytest.mark.timeout(240)
+
+def test_a_member_varies_what_population_vary_names():
+    cfg = load_config(None, ["population.size=3", "population.vary={algo.lr: [1e-3, 2e-3, "
+                                                   "3e-3], algo.gamma: [0.9, 0.95, 0.99]}"])
+    members = population_of(cfg).configs
+    assert [m.seed for m in members] == [cfg.seed, cfg.seed + 1, cfg.seed + 2]
+    assert [(m.algo.lr, m.algo.gamma) for m in members] == \
+        [(1e-3, 0.9), (2e-3, 0.95), (3e-3, 0.99)]
+    assert all(m.population.size == 1 for m in members)
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["population.size=2", "algo.name=dqn"], "not with algo.name=dqn"),
+    (["population.size=2", "algo.core=lstm"], "not with algo.core=lstm"),
+    (["population.size=2", "algo.normalize_obs=true"], "not with algo.normalize_obs=true"),
+    (["population.size=2", "population.vary={algo.lr: [0.001]}"],
+     "has 1 values; population.size=2 needs one per member"),
+    (["population.size=2", "population.vary={algo.update_epochs: [1, 2]}"],
+     "names 'algo.update_epochs'; it varies float keys of algo: "),
+    (["population.size=2", "population.vary={algo.lr: [0.001, -1]}"],
+     "population member 1 (population.vary's value 1): config key 'algo.lr=-1.0': must be > 0"),
+    (["population.exact=true"], "needs population.size > 1"),
+])
+def test_what_a_population_refuses(overrides, says):
+    with pytest.raises(ConfigError, match=None) as e:
+        load_config(None, overrides)
+    assert says in str(e.value)
+
+
+def test_each_member_takes_its_columns_of_a_batch_in_its_single_runs_order():
+    pop = population_of(load_config(None, ["population.size=3", "infra.envs_per_worker=2"]))
+    # two slots of 3 members x 2 rows: member 1 has columns 2, 3 of each slot
+    assert pop.columns(1, 2).tolist() == [2, 3, 8, 9]
+    assert pop.member_of_rows(torch.arange(12).numpy()).tolist() == [0, 0, 1, 1, 2, 2] * 2

@@ -1,0 +1,41 @@
+"""Population runs through processes (fastrl.population): in exact mode, members that are
+their single runs, bit for bit."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+from helpers import TINY, run_dir_of, train_main
+
+pytestmark = pytest.mark.timeout(240)
+
+RUN = [*TINY, "algo.total_steps=2048", "algo.target_return=null", "log.tensorboard=false",
+       "log.eval_every_steps=100000", "log.checkpoint_every_steps=100000"]
+
+
+def _run(tmp_path, *overrides: str):
+    proc = train_main([*RUN, *overrides], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir_of(tmp_path)
+
+
+def _episodes(run, group: str | None = None, scale: int = 1) -> list[tuple]:
+    with (run / "episodes.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [(int(r["step"]) // scale, r["return"], r["length"]) for r in rows
+            if group is None or r["group"] == group]
+
+
+def test_exact_members_are_their_single_runs(tmp_path):
+    pop = _run(tmp_path / "pop", "population.size=2", "population.exact=true", "seed=5")
+    model = torch.load(pop / "model.pt", weights_only=True)["model"]
+    for k in range(2):
+        single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}")
+        theirs = torch.load(single / "model.pt", weights_only=True)["model"]
+        assert all(torch.equal(model[f"members.{k}.{name}"], t) for name, t in theirs.items())
+        mine = _episodes(pop, f"member{k}", scale=2)
+        assert mine and mine == _episodes(single)
+
+
