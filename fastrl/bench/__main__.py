@@ -20,6 +20,7 @@ from fastrl.bench import peers
 from fastrl.bench.fastrl_runs import SCENARIOS, run_fastrl
 from fastrl.bench.learner import LEARNER_SCENARIOS, SideResult, print_learner, run_learner
 from fastrl.bench.measure import Result, failed
+from fastrl.bench.population import population_summary, print_population, run_population_solve
 from fastrl.bench.replay import print_replay, run_replay
 from fastrl.bench.report import plot_scaling, print_table, write_json
 from fastrl.bench.solve import (
@@ -177,6 +178,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--solve-override", action="append", default=[], metavar="KEY=VALUE",
                    help="solve scenario: a config override for fastrl's runs (a sweep; "
                         "repeatable)")
+    p.add_argument("--population", type=_positive(int), default=None, metavar="K",
+                   help="solve scenario: race K seeds of each task trained in one run "
+                        "(population.size=K) against the same K seeds as single runs, one "
+                        "after another (from --first-seed; instead of the SB3 races)")
     return p.parse_args(argv)
 
 
@@ -287,12 +292,14 @@ def main(argv: list[str] | None = None) -> int:
             seeds = list(range(args.first_seed, args.first_seed + args.seeds))
             # (kept as they end: a Ctrl-C reports the runs that finished before it)
             with ctrl_c_between_runs():
-                for run in run_solve(args.solve_tasks, seeds, args.solve_override,
-                                     peers="sb3" in args.peers,
-                                     max_seconds=args.solve_max_seconds,
-                                     max_steps=args.solve_max_steps,
-                                     equal=not args.solve_own_only,
-                                     first_peer=args.solve_first_peer):
+                runs = run_population_solve(args.solve_tasks, args.population,
+                                            args.first_seed, args.solve_override) \
+                    if args.population else \
+                    run_solve(args.solve_tasks, seeds, args.solve_override,
+                              peers="sb3" in args.peers, max_seconds=args.solve_max_seconds,
+                              max_steps=args.solve_max_steps, equal=not args.solve_own_only,
+                              first_peer=args.solve_first_peer)
+                for run in runs:
                     solve.append(run)
                     _print_solve_run(run)
         except KeyboardInterrupt:
@@ -308,13 +315,17 @@ def main(argv: list[str] | None = None) -> int:
     if learner:
         print_learner([s.median for s in learner])
     solve_rows, race_rows = summarize(solve), races(solve)
-    if solve_rows:
+    population_rows = population_summary(solve)
+    if population_rows:
+        print_population(population_rows)
+    elif solve_rows:
         print_solve(solve_rows, race_rows)
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     write_json(args.out / "bench.json", options,
                results + replay + [s.median for s in learner],
                repeats + [[r] for r in replay] + [s.rounds for s in learner],
                {"solve": {"summary": solve_rows, "races": race_rows,
+                          "population": population_rows,
                           "runs": [r.as_dict() for r in solve]}}
                if solve else None)
     print(f"wrote {args.out / 'bench.json'}")

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -209,11 +209,15 @@ def _stop_if_asked() -> None:
 
 
 def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: float,
-                max_steps: int, max_seconds: float, log: Path, window: int = WINDOW) -> float:
-    """Start ``cmd``, watch its episode log until the task is solved, the caps are reached
-    or it exits, then stop it (SIGINT; killed after :data:`EXIT_WAIT_S`); returns the Unix
-    time it started. Its output goes to ``log``, and it runs in ``log``'s folder, where files
-    a peer drops (MuJoCo's MUJOCO_LOG.TXT) are removed with the bench's work folder."""
+                max_steps: int, max_seconds: float, log: Path, window: int = WINDOW,
+                solved: Callable[[list[dict[str, str]]], bool] | None = None) -> float:
+    """Start ``cmd``, watch its episode log until the task is solved (``solved(rows)``;
+    default: :func:`first_solved` of every row's return), the caps are reached or it exits,
+    then stop it (SIGINT; killed after :data:`EXIT_WAIT_S`); returns the Unix time it
+    started. Its output goes to ``log``, and it runs in ``log``'s folder, where files a peer
+    drops (MuJoCo's MUJOCO_LOG.TXT) are removed with the bench's work folder."""
+    solved = solved or (lambda rows: first_solved([float(r["return"]) for r in rows],
+                                                  threshold, window) is not None)
     with log.open("w") as out:
         t0 = time.time()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
@@ -221,8 +225,7 @@ def run_process(cmd: list[str], run: SolveRun, episodes_csv: Path, threshold: fl
             while proc.poll() is None and not _CTRL_C.is_set():
                 time.sleep(POLL_S)
                 rows = read_rows(episodes_csv)
-                if first_solved([float(r["return"]) for r in rows], threshold,
-                                window) is not None:
+                if solved(rows):
                     break
                 if time.time() - t0 > max_seconds or \
                         (rows and float(rows[-1]["step"]) >= max_steps):
@@ -458,7 +461,8 @@ def summarize(runs: list[SolveRun]) -> list[dict]:
     return rows
 
 
-def _fmt(v: float | None, spec: str) -> str:
+def or_dash(v: float | None, spec: str) -> str:
+    """``v`` formatted by ``spec``, or ``-`` for None."""
     return "-" if v is None else format(v, spec)
 
 
@@ -478,8 +482,8 @@ def print_solve(rows: list[dict], race_rows: list[dict]) -> None:
         t.add_column(col, justify="left" if col in ("task", "system", "settings") else "right")
     for r in rows:
         t.add_row(r["task"], r["system"], r["settings"], f"{r['solved']}/{r['runs']}",
-                  _fmt(r["median_s"], ".1f"), _fmt(r["median_steps"], ",.0f"),
-                  _fmt(r["median_eval_s"], ".1f"))
+                  or_dash(r["median_s"], ".1f"), or_dash(r["median_steps"], ",.0f"),
+                  or_dash(r["median_eval_s"], ".1f"))
     console = Console(width=max(Console().width, 120))
     console.print(t)
     t = Table(title="races: fastrl's median against the fastest SB3 variant's, at each "
@@ -492,11 +496,11 @@ def print_solve(rows: list[dict], race_rows: list[dict]) -> None:
     for r in race_rows:
         seeds = r["seeds"]
         t.add_row(r["task"], r["race"], f"{seeds[0]}-{seeds[-1]}" if seeds else "-",
-                  _fmt(r["fastrl_s"], ".1f"), _fmt(r["sb3_s"], ".1f"),
+                  or_dash(r["fastrl_s"], ".1f"), or_dash(r["sb3_s"], ".1f"),
                   ("<" if r["ratio_is_bound"] and r["ratio"] is not None else "")
-                  + _fmt(r["ratio"], ".2f"),
-                  _fmt(r["fastrl_steps"], ",.0f"), _fmt(r["sb3_steps"], ",.0f"),
-                  _fmt(r["steps_ratio"], ".2f"))
+                  + or_dash(r["ratio"], ".2f"),
+                  or_dash(r["fastrl_steps"], ",.0f"), or_dash(r["sb3_steps"], ",.0f"),
+                  or_dash(r["steps_ratio"], ".2f"))
     console.print(t)
 
 
