@@ -12,17 +12,15 @@ from fastrl.core.settings import setting
 @dataclass
 class PopulationConfig:
     """Several members trained in one run (docs/population.md): the same workers step every
-    member's envs, the same learner trains every member's network."""
+    member's envs, the same learner trains every member's network. Member k is
+    bit-identical to the single run with seed ``seed + k`` (its weights and its episodes):
+    the members' updates run one after another, each as its single run's."""
 
     size: int = setting(1, "members trained in this run; member k is the run with seed "
                         "seed+k (and the k-th value of every population.vary key)", gt=0)
     vary: dict[str, list[float]] = setting(
         {}, "per member, other values of algo's float keys: {'algo.lr': [v0, v1, ...]}, one "
         "value per member")
-    exact: bool = setting(False, "member k is bit-identical to the single run with seed "
-                          "seed+k (its updates one after another; false: the members' "
-                          "arithmetic in stacked arrays, which differs only by the order of "
-                          "floating-point sums)")
 
 
 def member_config(cfg: Any, k: int) -> Any:
@@ -70,5 +68,3 @@ def check_population(cfg: Any) -> None:
                               f"population.size={pop.size} needs one per member")
     if pop.vary and pop.size == 1:
         raise ConfigError("config key 'population.vary' needs population.size > 1")
-    if pop.exact and pop.size == 1:
-        raise ConfigError("config key 'population.exact=true' needs population.size > 1")

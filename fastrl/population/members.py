@@ -23,7 +23,6 @@ class Population:
 
     configs: tuple[Any, ...]
     rows: int
-    exact: bool
 
     @property
     def size(self) -> int:
@@ -64,7 +63,7 @@ def population_of(cfg: Any) -> Population | None:
     if pop.size == 1:
         return None
     configs = tuple(member_config(cfg, k) for k in range(pop.size))
-    return Population(configs, cfg.infra.envs_per_worker, pop.exact)
+    return Population(configs, cfg.infra.envs_per_worker)
 
 
 def widened(cfg: Any) -> Any:

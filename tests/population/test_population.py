@@ -31,7 +31,6 @@ def test_a_member_varies_what_population_vary_names():
      "names 'algo.update_epochs'; it varies float keys of algo: "),
     (["population.size=2", "population.vary={algo.lr: [0.001, -1]}"],
      "population member 1 (population.vary's value 1): config key 'algo.lr=-1.0': must be > 0"),
-    (["population.exact=true"], "needs population.size > 1"),
 ])
 def test_what_a_population_refuses(overrides, says):
     with pytest.raises(ConfigError, match=None) as e:

@@ -1,5 +1,5 @@
-"""Population runs through processes (fastrl.population): in exact mode, members that are
-their single runs, bit for bit."""
+"""Population runs through processes (fastrl.population): members that are their single
+runs, bit for bit."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def _episodes(run, group: str | None = None, scale: int = 1) -> list[tuple]:
             if group is None or r["group"] == group]
 
 
-def test_exact_members_are_their_single_runs(tmp_path):
-    pop = _run(tmp_path / "pop", "population.size=2", "population.exact=true", "seed=5")
+def test_members_are_their_single_runs(tmp_path):
+    pop = _run(tmp_path / "pop", "population.size=2", "seed=5")
     model = torch.load(pop / "model.pt", weights_only=True)["model"]
     for k in range(2):
         single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}")
