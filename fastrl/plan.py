@@ -21,7 +21,7 @@ from fastrl.config import AlgoConfig, ConfigError, MainConfig
 from fastrl.envs.batched import weighs_rows
 from fastrl.envs.contract import check_env
 from fastrl.envs.multiagent import agent_group, agent_groups
-from fastrl.envs.source import EnvSource, env_seeds, env_source
+from fastrl.envs.source import EnvSource, env_source, worker_seeds
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
@@ -252,8 +252,8 @@ class RunPlan:
         population's one per member (fastrl.population.members)."""
         if self.population is not None:
             return self.population.worker_seeds(worker, incarnation)
-        n = self.cfg.infra.envs_per_worker
-        *seeds, sampling = env_seeds(self.cfg.seed, worker, n + 1, incarnation)
+        seeds, sampling = worker_seeds(self.cfg.seed, worker, self.cfg.infra.envs_per_worker,
+                                       incarnation)
         return seeds, [sampling]
 
 

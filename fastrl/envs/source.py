@@ -67,6 +67,14 @@ def env_seeds(run_seed: int, worker_id: int, num_envs: int, incarnation: int = 0
     return [int(s) for s in seq.generate_state(num_envs, np.uint32)]
 
 
+def worker_seeds(run_seed: int, worker_id: int, num_envs: int,
+                 incarnation: int = 0) -> tuple[list[int], int]:
+    """``(env seeds, action-sampling seed)`` of one worker: :func:`env_seeds` of its envs,
+    and one more of the same sequence for the process's action sampling."""
+    *envs, sampling = env_seeds(run_seed, worker_id, num_envs + 1, incarnation)
+    return envs, sampling
+
+
 def make_env(env_id: str, kwargs: dict[str, Any], atari: AtariSettings | None = None) -> gym.Env:
     """``gymnasium.make`` with fastrl's config arguments (an ``ALE/`` game preprocessed by
     ``atari``'s settings, fastrl.envs.atari); failures become :class:`EnvError`.

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from fastrl.core.process import rng_state, seed_everything, set_rng_state
-from fastrl.envs.source import env_seeds
+from fastrl.envs.source import worker_seeds
 from fastrl.population.config import member_config
 
 
@@ -51,7 +51,7 @@ class Population:
         derives them (fastrl.rollout.worker)."""
         envs, sampling = [], []
         for cfg in self.configs:
-            *seeds, seed = env_seeds(cfg.seed, worker, self.rows + 1, incarnation)
+            seeds, seed = worker_seeds(cfg.seed, worker, self.rows, incarnation)
             envs += seeds
             sampling.append(seed)
         return envs, sampling
