@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -28,10 +27,6 @@ class Population:
     def size(self) -> int:
         """Members."""
         return len(self.configs)
-
-    def member_of_rows(self, rows: np.ndarray) -> np.ndarray:
-        """The member of each run-wide row (a slot's ``env_id``)."""
-        return rows % (self.size * self.rows) // self.rows
 
     def row_groups(self) -> tuple[str, ...]:
         """``member<k>`` for each row of a worker's slot: the groups episodes are reported

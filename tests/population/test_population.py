@@ -4,7 +4,6 @@ each member's columns of a batch."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from fastrl.config import ConfigError, load_config
 from fastrl.population.members import population_of
@@ -42,4 +41,7 @@ def test_each_member_takes_its_columns_of_a_batch_in_its_single_runs_order():
     pop = population_of(load_config(None, ["population.size=3", "infra.envs_per_worker=2"]))
     # two slots of 3 members x 2 rows: member 1 has columns 2, 3 of each slot
     assert pop.columns(1, 2).tolist() == [2, 3, 8, 9]
-    assert pop.member_of_rows(torch.arange(12).numpy()).tolist() == [0, 0, 1, 1, 2, 2] * 2
+    # the member of each run-wide row (env_id) of two workers, as the report reads it
+    groups = pop.row_groups()
+    assert [groups[row % len(groups)] for row in range(12)] == \
+        ["member0", "member0", "member1", "member1", "member2", "member2"] * 2
