@@ -266,62 +266,23 @@ class PPO:
         action = action.astype(np.float32 if self._numpy.continuous else np.intp)
         return {"x": x, "legal": legal, "action": action,
                 **{k: data[k].numpy().astype(np.float32, copy=False)
-                   for k in ("log_prob", "value", "adv", "returns")}}
+                   for k in NUMPY_FIELDS[1:]}}
 
     def _numpy_step(self, data: dict[str, np.ndarray], mb: Any, clip: float, measure: bool,
                     normalize: bool) -> torch.Tensor | None:
         """:meth:`_torch_step` in numpy (fastrl.models.numpy_grad): the same loss, its
-        gradient written out; the optimizer is the same."""
-        cfg = self.cfg
+        gradient written out (:func:`numpy_ppo_backward`); the optimizer is the same."""
         if not isinstance(mb, slice):
             mb = mb.numpy()
         legal = data["legal"]
-        logp, entropy, value = self._numpy.evaluate(
-            data["x"][:, mb], None if legal is None else legal[:, mb], data["action"][mb])
-        log_ratio = logp - data["log_prob"][mb]
-        ratio = np.exp(log_ratio)
-        adv = data["adv"][mb]
-        if normalize and cfg.norm_adv:
-            adv = (adv - adv.mean()) / (adv.std(ddof=1) + np.float32(1e-8))
-        n = np.float32(len(ratio))
-        unclipped, clipped = -adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip)
-        # (torch.max's gradient: the larger side's; inside the clip range both are -adv)
-        d_log_prob = np.where(unclipped >= clipped, -adv, np.float32(0)) * ratio / n
-        v_loss, d_value = self._numpy_value_loss(value, data["returns"][mb],
-                                                 data["value"][mb], clip)
-        self._numpy.backward(d_log_prob, -cfg.ent_coef / n, cfg.vf_coef * d_value / n)
-        grad_norm = self._clip_numpy_grads()
+        minibatch = {"x": data["x"][:, mb], "legal": None if legal is None else legal[:, mb],
+                     **{k: data[k][mb] for k in NUMPY_FIELDS}}
+        stats = numpy_ppo_backward(self._numpy, minibatch, clip, self.cfg, normalize, measure)
+        grad_norm = clip_numpy_grads(self._grads, self.cfg.max_grad_norm)
         self.optimizer.step()
         if not measure:
             return None
-        return torch.from_numpy(np.array([
-            np.maximum(unclipped, clipped).mean(), v_loss, entropy.mean(),
-            ((ratio - 1) - log_ratio).mean(), (np.abs(ratio - 1) > clip).mean(), grad_norm],
-            np.float32))
-
-    def _numpy_value_loss(self, value: np.ndarray, returns: np.ndarray,
-                          old_values: np.ndarray, clip: float) -> tuple[float, np.ndarray]:
-        """:meth:`_value_loss` and its gradient times the batch size, in numpy."""
-        err = value - returns
-        if not self.cfg.clip_vloss:
-            return 0.5 * float(np.mean(err * err)), err
-        clipped_err = old_values + np.clip(value - old_values, -clip, clip) - returns
-        sq, clipped_sq = err * err, clipped_err * clipped_err
-        inside = np.abs(value - old_values) <= clip  # where the clip passes a gradient
-        # torch.max's gradient: the larger side's, half to each where they are equal
-        d = np.where(sq > clipped_sq, err, np.where(sq < clipped_sq, clipped_err * inside,
-                                                    0.5 * (err + clipped_err * inside)))
-        return 0.5 * float(np.mean(np.maximum(sq, clipped_sq))), d
-
-    def _clip_numpy_grads(self) -> float:
-        """Scale the gradients :meth:`_numpy_step` wrote to a norm of at most
-        ``max_grad_norm``, as ``clip_grad_norm_``; returns the norm before."""
-        norm = float(np.sqrt(sum(np.dot(g.ravel(), g.ravel()) for g in self._grads)))
-        scale = self.cfg.max_grad_norm / (norm + 1e-6)
-        if not scale >= 1:  # (a NaN norm too: clip_grad_norm_ makes every gradient NaN)
-            for g in self._grads:
-                g *= np.float32(scale)
-        return norm
+        return torch.from_numpy(np.append(stats, np.float32(grad_norm)))
 
     def evaluate_batch(self, batch: dict[str, torch.Tensor]):
         """``(log_prob, entropy, value)`` ``[T, N]`` of a whole time-major batch's actions
@@ -369,6 +330,71 @@ class PPO:
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         return grad_norm.detach()
+
+
+#: the per-transition arrays of :meth:`PPO._numpy_data` besides the features
+NUMPY_FIELDS = ("action", "log_prob", "value", "adv", "returns")
+
+
+def numpy_ppo_backward(grad: NumpyGrad, mb: dict[str, np.ndarray], clip: Any, coef: Any,
+                       normalize: bool, measure: bool) -> np.ndarray | None:
+    """PPO's loss on the minibatch ``mb`` (:meth:`PPO._numpy_data`'s arrays, its
+    transitions picked), its gradient written by ``grad`` (fastrl.models.numpy_grad);
+    returns the loss statistics when ``measure`` (:data:`STAT_NAMES` but the gradient
+    norm). ``coef`` holds ``norm_adv``, ``clip_vloss``, ``ent_coef`` and ``vf_coef`` (an
+    AlgoConfig). Networks stacked along a leading axis (fastrl.population.stacked) take
+    ``[K, n]`` arrays, ``clip`` and the coefficients as ``[K, 1]`` float32 arrays, and
+    give statistics ``[K, 5]``."""
+    logp, entropy, value = grad.evaluate(mb["x"], mb["legal"], mb["action"])
+    log_ratio = logp - mb["log_prob"]
+    ratio = np.exp(log_ratio)
+    adv = mb["adv"]
+    if normalize and coef.norm_adv:
+        adv = (adv - adv.mean(-1, keepdims=True)) / (
+            adv.std(-1, ddof=1, keepdims=True) + np.float32(1e-8))
+    n = np.float32(ratio.shape[-1])
+    unclipped, clipped = -adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip)
+    # (torch.max's gradient: the larger side's; inside the clip range both are -adv)
+    d_log_prob = np.where(unclipped >= clipped, -adv, np.float32(0)) * ratio / n
+    v_loss, d_value = numpy_value_loss(value, mb["returns"], mb["value"], clip,
+                                       coef.clip_vloss)
+    grad.backward(d_log_prob, -coef.ent_coef / n, coef.vf_coef * d_value / n)
+    if not measure:
+        return None
+    return np.stack([np.maximum(unclipped, clipped).mean(-1), v_loss, entropy.mean(-1),
+                     ((ratio - 1) - log_ratio).mean(-1),
+                     (np.abs(ratio - 1) > clip).mean(-1)], -1).astype(np.float32)
+
+
+def numpy_value_loss(value: np.ndarray, returns: np.ndarray, old_values: np.ndarray,
+                     clip: Any, clip_vloss: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`PPO._value_loss` (means over the last axis) and its gradient times the
+    batch size, in numpy."""
+    err = value - returns
+    if not clip_vloss:
+        return 0.5 * np.mean(err * err, -1), err
+    clipped_err = old_values + np.clip(value - old_values, -clip, clip) - returns
+    sq, clipped_sq = err * err, clipped_err * clipped_err
+    inside = np.abs(value - old_values) <= clip  # where the clip passes a gradient
+    # torch.max's gradient: the larger side's, half to each where they are equal
+    d = np.where(sq > clipped_sq, err, np.where(sq < clipped_sq, clipped_err * inside,
+                                                0.5 * (err + clipped_err * inside)))
+    return 0.5 * np.mean(np.maximum(sq, clipped_sq), -1), d
+
+
+def clip_numpy_grads(grads: list[np.ndarray], max_norm: Any) -> np.ndarray:
+    """Scale the gradients ``grads`` (numpy arrays) to a norm of at most ``max_norm``, as
+    ``clip_grad_norm_``; returns the norm before. With ``max_norm`` ``[K, 1]`` each array's
+    leading axis is K networks' (fastrl.population.stacked), each clipped to its own."""
+    lead = np.shape(max_norm)[:-1]
+    norm = np.sqrt(sum(np.einsum("...i,...i->...", g, g)
+                       for g in (g.reshape(*lead, -1) for g in grads)))
+    scale = max_norm / (np.asarray(norm, np.float64)[..., None] + 1e-6)
+    scale = np.minimum(scale, 1).astype(np.float32)
+    if not np.all(scale == 1):  # (a NaN norm too: clip_grad_norm_ makes every gradient NaN)
+        for g in grads:
+            g.reshape(*lead, -1)[...] *= scale
+    return norm
 
 
 def step_weights(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:

@@ -18,6 +18,8 @@ rounding.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from torch import nn
@@ -29,6 +31,19 @@ from fastrl.models.policy import LOG_SQRT_2PI, ActorCritic
 TINY = np.finfo(np.float64).tiny
 NORM_CLIP = np.float32(RunningNorm.CLIP)
 ACTIVATIONS = {nn.Tanh: np.tanh, nn.ReLU: lambda x, out: np.maximum(x, 0, out=out)}
+
+
+@functools.lru_cache(maxsize=32)
+def _sample_offsets(shape: tuple[int, ...]) -> np.ndarray:
+    blocks = np.arange(int(np.prod(shape[:-2])), dtype=np.intp) * shape[-2] * shape[-1]
+    return blocks.reshape(*shape[:-2], 1) + np.arange(shape[-1])
+
+
+def chosen_index(action: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Where each sample's class ``action`` ``[..., n]`` lies in an array of ``shape``
+    ``[..., classes, n]``, flattened: one fancy index into it picks (or adds to) every
+    sample's, a fraction of the cost of ``take_along_axis``."""
+    return action * shape[-1] + _sample_offsets(shape)
 
 
 def _tanh_grad(d: np.ndarray, y: np.ndarray) -> None:
@@ -54,11 +69,20 @@ class NumpyMLP:
     it) times activations ``[in, batch]`` (C order): the cheapest BLAS case, about half the
     time of ``[batch, in]`` times the transposed weight at these sizes."""
 
-    def __init__(self, seq: nn.Sequential) -> None:
+    def __init__(self, seq: nn.Sequential,
+                 weights: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+        """``seq``'s layers over views of its parameters, or over ``weights`` (a ``(weight,
+        bias)`` pair per Linear layer of ``seq``, stacked ``[K, out, in]`` and ``[K, out]``
+        for K networks of its shape, computed at once: fastrl.population.stacked)."""
+        linears = [m for m in seq if isinstance(m, nn.Linear)]
+        if weights is None:
+            weights = [(_view(m.weight), _view(m.bias)) for m in linears]
         self.layers: list[tuple[np.ndarray, np.ndarray, object]] = []
+        pairs = iter(weights)
         for module in seq:
             if isinstance(module, nn.Linear):
-                self.layers.append((_view(module.weight), _view(module.bias)[:, None], None))
+                w, b = next(pairs)
+                self.layers.append((w, b[..., None], None))
             else:
                 w, b, _ = self.layers[-1]
                 self.layers[-1] = (w, b, ACTIVATIONS[type(module)])
@@ -79,14 +103,16 @@ class NumpyMLP:
                    for prev, k in zip([None, *kinds], kinds))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The network's output ``[out, n]`` for ``x`` ``[in, n]`` float32, C order (an
+        """The network's output ``[out, n]`` for ``x`` ``[in, n]`` float32, C order (with
+        stacked weights ``[K, out, n]`` for ``[K, in, n]``: network k's of ``x[k]``; an
         array this object reuses on its next call with ``n`` columns)."""
-        n = x.shape[1]
+        n = x.shape[-1]
         outs = self._out.get(n)
         if outs is None:
-            outs = self._out[n] = [np.empty((len(w), n), np.float32) for w, _, _ in self.layers]
+            outs = self._out[n] = [np.empty((*w.shape[:-1], n), np.float32)
+                                   for w, _, _ in self.layers]
         for (w, b, activation), out in zip(self.layers, outs):
-            np.dot(w, x, out=out)
+            np.matmul(w, x, out=out)
             out += b
             if activation is not None:
                 activation(out, out=out)
@@ -98,7 +124,7 @@ class NumpyMLP:
         """Backpropagate ``d`` ``[out, n]``, the gradient of a loss with respect to the
         output of the last call (whose input was ``x`` ``[in, n]``), into ``grads``: a
         ``(weight, bias)`` pair of arrays per layer, overwritten. ``d`` is overwritten."""
-        n = x.shape[1]
+        n = x.shape[-1]
         outs = self._out[n]
         back = self._back.get(n)
         if back is None:
@@ -108,10 +134,10 @@ class NumpyMLP:
             if activation is not None:
                 DERIVATIVES[activation](d, outs[i])
             grad_w, grad_b = grads[i]
-            np.dot(d, (outs[i - 1] if i else x).T, out=grad_w)
-            np.sum(d, axis=1, out=grad_b)
+            np.matmul(d, (outs[i - 1] if i else x).swapaxes(-1, -2), out=grad_w)
+            np.sum(d, axis=-1, out=grad_b)
             if i:
-                d = np.dot(w.T, d, out=back[i - 1])
+                d = np.matmul(w.swapaxes(-1, -2), d, out=back[i - 1])
 
 
 class NumpyActorCritic(Actor):
@@ -181,29 +207,35 @@ class NumpyActorCritic(Actor):
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(action, log_prob, value)`` sampled for observations ``[n, *obs]``."""
         x = self.features(obs)
-        head = self.actor(x)  # [classes or action size, n]
+        # [classes or action size, n]; a subclass's stacked networks add a leading axis
+        head = self.actor(x)
         if self._mask is not None:  # as fastrl.models.masks.mask_logits
             head[~self._mask.numpy(obs).T] = -np.inf
         if self.continuous:
-            noise = self.rng.standard_normal(head.shape).astype(np.float32)
+            noise = self._draw("standard_normal", head.shape).astype(np.float32)
             action = noise * np.exp(self._log_std)
             action += head
-            log_prob = (noise * noise).sum(0)
+            log_prob = (noise * noise).sum(-2)
             log_prob *= -0.5
-            log_prob -= self._log_std.sum() + len(self._log_std) * np.float32(LOG_SQRT_2PI)
-            action = action.T.reshape(len(obs), *self._act_shape)
+            log_prob -= (self._log_std.sum(-2)
+                         + self._log_std.shape[-2] * np.float32(LOG_SQRT_2PI))
+            action = action.swapaxes(-1, -2).reshape(len(obs), *self._act_shape)
         else:
-            log_p = head - head.max(0)
-            log_p -= np.log(np.exp(log_p).sum(0))
+            log_p = head - head.max(-2, keepdims=True)
+            log_p -= np.log(np.exp(log_p).sum(-2, keepdims=True))
             # Gumbel-max, as fastrl.models.policy.sample_classes: argmax(log_p - log E)
-            noise = self.rng.standard_exponential(head.shape)
+            noise = self._draw("standard_exponential", head.shape)
             np.maximum(noise, TINY, out=noise)
             np.log(noise, out=noise)
             np.subtract(log_p, noise, out=noise)
-            flat = noise.argmax(0)
-            log_prob = log_p[flat, np.arange(len(flat))]
-            action = flat + self._act_start if self._act_start else flat
-        return action, log_prob, self.critic(x)[0]
+            flat = noise.argmax(-2)
+            log_prob = log_p.reshape(-1)[chosen_index(flat, log_p.shape)]
+            action = (flat + self._act_start if self._act_start else flat).reshape(len(obs))
+        return action, log_prob.reshape(len(obs)), self.critic(x)[..., 0, :].reshape(len(obs))
+
+    def _draw(self, kind: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Samples of ``rng``'s distribution ``kind`` (a RandomState method's name)."""
+        return getattr(self.rng, kind)(shape)
 
 
 def numpy_actor(policy: nn.Module) -> Actor | None:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fastrl.models.numpy_actor import NumpyActorCritic
+from fastrl.models.numpy_actor import NumpyActorCritic, chosen_index
 from fastrl.models.policy import LOG_SQRT_2PI, ActorCritic
 
 FLOAT_MIN = np.finfo(np.float32).min
@@ -33,7 +33,6 @@ class NumpyGrad:
         self.policy = policy
         self.net = NumpyActorCritic(policy)
         self.continuous = policy.continuous
-        self._cols: np.ndarray = np.arange(0)
         self._saved: tuple = ()  # what backward needs of the last evaluate
         # numpy views of the gradients, per layer (bind_grads)
         self._actor_grads: list[tuple[np.ndarray, np.ndarray]] = []
@@ -76,47 +75,50 @@ class NumpyGrad:
         (C order); what :meth:`backward` differentiates until the next call, which also
         reuses the returned arrays."""
         head = self.net.actor(x)
-        value = self.net.critic(x)[0]
-        n = x.shape[1]
-        if len(self._cols) != n:
-            self._cols = np.arange(n)
+        value = self.net.critic(x)[..., 0, :]
         if self.continuous:
             log_std = self.net._log_std  # [size, 1]
-            z = (action.T - head) * np.exp(-log_std)
-            log_prob = (-0.5 * z * z - log_std - np.float32(LOG_SQRT_2PI)).sum(0)
-            entropy = np.full(n, (0.5 + LOG_SQRT_2PI + log_std).sum(), np.float32)
+            z = (action.swapaxes(-1, -2) - head) * np.exp(-log_std)
+            log_prob = (-0.5 * z * z - log_std - np.float32(LOG_SQRT_2PI)).sum(-2)
+            entropy = np.broadcast_to((0.5 + LOG_SQRT_2PI + log_std).sum(-2), value.shape)
             self._saved = (x, z)
             return log_prob, entropy, value
         if legal is not None:
             head[~legal] = -np.inf
-        log_p = head - head.max(0)
-        log_p -= np.log(np.exp(log_p).sum(0))
+        log_p = head - head.max(-2, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(-2, keepdims=True))
         p = np.exp(log_p)
         # (clamped as in fastrl.models.policy: a masked class adds 0 * finite, not nan)
         np.maximum(log_p, FLOAT_MIN, out=log_p)
-        entropy = -(p * log_p).sum(0)
-        self._saved = (x, action, p, log_p, entropy)
-        return log_p[action, self._cols], entropy, value
+        entropy = -(p * log_p).sum(-2)
+        chosen = chosen_index(action, log_p.shape)
+        self._saved = (x, chosen, p, log_p, entropy)
+        return log_p.reshape(-1)[chosen], entropy, value
 
-    def backward(self, d_log_prob: np.ndarray, d_entropy: float, d_value: np.ndarray) -> None:
+    def backward(self, d_log_prob: np.ndarray, d_entropy: float | np.ndarray,
+                 d_value: np.ndarray) -> None:
         """Write into the parameters' gradients (overwriting them) the gradient of a loss
         whose derivatives with respect to :meth:`evaluate`'s last outputs are these (the
-        same ``d_entropy`` for every sample: a loss of the mean entropy)."""
+        same ``d_entropy`` for every sample: a loss of the mean entropy; with stacked
+        networks, one per network ``[K, 1]``)."""
+        d_entropy = np.asarray(d_entropy, np.float32)
+        d_log_prob = d_log_prob[..., None, :]  # (against [classes or size, n])
         if self.continuous:
             x, z = self._saved
             inv_std = np.exp(-self.net._log_std)
             d_head = z * inv_std * d_log_prob
-            np.sum(d_log_prob * (z * z - 1), axis=1, out=self._log_std_grad)
-            self._log_std_grad += d_entropy * len(d_log_prob)  # (d entropy / d log_std: 1)
+            np.sum(d_log_prob * (z * z - 1), axis=-1, out=self._log_std_grad)
+            # (d entropy / d log_std: 1, for each of the n samples)
+            self._log_std_grad += d_entropy * np.float32(d_log_prob.shape[-1])
         else:
-            x, action, p, log_p, entropy = self._saved
+            x, chosen, p, log_p, entropy = self._saved
             # d log p[a] / d logits = onehot(a) - p; d H / d logits = -p (log p + H)
             d_head = p * -d_log_prob
-            d_head[action, self._cols] += d_log_prob
-            if d_entropy:
-                d_head -= p * (log_p + entropy) * d_entropy
+            d_head.reshape(-1)[chosen] += d_log_prob[..., 0, :]
+            if d_entropy.any():
+                d_head -= p * (log_p + entropy[..., None, :]) * d_entropy[..., None]
         self.net.actor.backward(x, d_head, self._actor_grads)
-        self.net.critic.backward(x, d_value[None], self._critic_grads)
+        self.net.critic.backward(x, d_value[..., None, :], self._critic_grads)
 
 
 def _layer_grads(seq: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
