@@ -33,7 +33,7 @@ from fastrl.models.masks import action_mask
 from fastrl.models.recurrent import state_size
 from fastrl.population.members import Population, population_of, seeded_builds, widened
 from fastrl.population.policy import PopulationPolicy
-from fastrl.population.update import PopulationUpdate
+from fastrl.population.update import BatchedPPO, PopulationUpdate
 from fastrl.selfplay.checks import check_baseline
 from fastrl.selfplay.games import training_win_rates
 from fastrl.selfplay.pool import PoolPublisher, pool_banks
@@ -237,7 +237,8 @@ class RunPlan:
 
     def make_update(self, policy: nn.Module, device: torch.device) -> Any:
         """The algorithm's update of ``policy`` (a population's: each member's, with its
-        own settings, fastrl.population.update)."""
+        own settings, all at once where fastrl.population.update's BatchedPPO applies and
+        ``population.exact`` is off, else one member after another)."""
         algorithm, pop = self.cfg.algo.algorithm, self.population
         if pop is None:
             return algorithm.make_update(self.cfg.algo, policy, self.obs_space,
@@ -245,7 +246,10 @@ class RunPlan:
         updates = [algorithm.make_update(c.algo, policy.member(k), self.obs_space,
                                          self.act_space, device)
                    for k, c in enumerate(pop.configs)]
-        return PopulationUpdate(pop, updates, [s["torch"] for s in policy.streams])
+        streams = [s["torch"] for s in policy.streams]
+        if not self.cfg.population.exact and BatchedPPO.supports(policy, updates):
+            return BatchedPPO(pop, policy, updates, streams)
+        return PopulationUpdate(pop, updates, streams)
 
     def worker_seeds(self, worker: int, incarnation: int) -> tuple[list[int], list[int]]:
         """``(env seeds, action-sampling seeds)`` of a worker: one sampling seed, or a

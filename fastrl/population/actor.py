@@ -6,6 +6,9 @@ import numpy as np
 import torch
 
 from fastrl.models.actors import Actor
+from fastrl.models.numpy_actor import NumpyActorCritic
+from fastrl.population.policy import PopulationPolicy
+from fastrl.population.stacked import StackedActorCritic
 
 
 class PopulationActor(Actor):
@@ -13,16 +16,26 @@ class PopulationActor(Actor):
     from member ``k``'s random streams (``streams[k]``: a state of
     fastrl.core.process.rng_state, the one its single run's worker acts from): its numpy
     actor from a random state of its own, a torch actor from torch's, swapped in around its
-    call."""
+    call. With ``stacked`` (``policy``'s members computed at once,
+    fastrl.population.stacked, where they can be) one stacked forward acts for every
+    member, each drawing from its own numpy random state as its actor would."""
 
-    def __init__(self, actors: list[Actor], streams: list[dict], rows: int) -> None:
+    def __init__(self, policy: PopulationPolicy, actors: list[Actor], streams: list[dict],
+                 rows: int, stacked: bool) -> None:
         self.actors, self.rows = actors, rows
         self._numpy = [np.random.RandomState() for _ in actors]
         self._torch: list[torch.Tensor] = []
         self.restore({"population_streams": streams})
+        members = list(policy.members)
+        self._stacked = None
+        if stacked and all(isinstance(a, NumpyActorCritic) for a in actors) and \
+                StackedActorCritic.supports(members, policy.flat):
+            self._stacked = StackedActorCritic(members, policy.flat, self._numpy)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(action, log_prob, value)`` of every member's rows, in row order."""
+        if self._stacked is not None:
+            return self._stacked(obs)
         parts = []
         for k, actor in enumerate(self.actors):
             torch.set_rng_state(self._torch[k])

@@ -12,15 +12,18 @@ from fastrl.core.settings import setting
 @dataclass
 class PopulationConfig:
     """Several members trained in one run (docs/population.md): the same workers step every
-    member's envs, the same learner trains every member's network. Member k is
-    bit-identical to the single run with seed ``seed + k`` (its weights and its episodes):
-    the members' updates run one after another, each as its single run's."""
+    member's envs, the same learner trains every member's network. Member k is the single
+    run with seed ``seed + k``: bit for bit with ``exact``, else up to floating-point
+    reduction order (every member computed at once)."""
 
     size: int = setting(1, "members trained in this run; member k is the run with seed "
                         "seed+k (and the k-th value of every population.vary key)", gt=0)
     vary: dict[str, list[float]] = setting(
         {}, "per member, other values of algo's float keys: {'algo.lr': [v0, v1, ...]}, one "
         "value per member")
+    exact: bool = setting(False, "update and act for one member after another, so that "
+                          "member k is bit-identical to its single run (slower); else all "
+                          "members at once, equal up to floating-point reduction order")
 
 
 def member_config(cfg: Any, k: int) -> Any:

@@ -5,15 +5,20 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
+from fastrl.population.stacked import stack_parameters
+
 
 class PopulationPolicy(nn.Module):
     """``members[k]`` is member ``k``'s network, as its single run builds it; the flat
-    weights are the members' one after another (fastrl.models.policy.flat_params).
-    ``streams`` are the random states the members' builds left
+    weights are the members' one after another (fastrl.models.policy.flat_params), and
+    on the CPU the members' parameters are views of the rows of one tensor ``flat`` ``[K,
+    P]``, which stacked code computes at once (fastrl.population.stacked). ``streams``
+    are the random states the members' builds left
     (fastrl.population.members.seeded_builds), where the learner's updates continue."""
 
     def __init__(self, members: list[nn.Module], streams: list[dict]) -> None:
         super().__init__()
+        self.flat = stack_parameters(members)  # (not a parameter: the members' are views)
         self.members = nn.ModuleList(members)
         self.streams = streams
 

@@ -1,15 +1,29 @@
-"""The learner's update of every member: each member's columns of the batch, trained by its
-own update with its own settings, optimizer and random stream."""
+"""The learner's update of every member: each member's columns of the batch, trained with
+its own settings, optimizer and random stream, either by its own update, one member after
+another (``population.exact``: bit for bit its single run), or by one stacked step for all
+(:class:`BatchedPPO`, the default where it applies)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from fastrl.algos.base import annealed
+from fastrl.algos.ppo import (
+    NUMPY_FIELDS,
+    PPO,
+    STAT_NAMES,
+    clip_numpy_grads,
+    explained_variance,
+    normalized,
+    numpy_ppo_backward,
+)
 from fastrl.memory.layout import PER_ENV
 from fastrl.population.members import Population
+from fastrl.population.stacked import StackedActorCritic, StackedAdam, StackedGrad
 
 
 class PopulationUpdate:
@@ -67,3 +81,128 @@ class PopulationUpdate:
         for update, member in zip(self.updates, state["members"]):
             update.load_state_dict(member)
         self.streams = [s.clone() for s in state["streams"]]
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """PPO's loss settings for every member at once, as fastrl.algos.ppo's numpy step
+    reads them: the float ones one per member ``[K, 1]``, the switches shared."""
+
+    norm_adv: bool
+    clip_vloss: bool
+    ent_coef: np.ndarray
+    vf_coef: np.ndarray
+    max_grad_norm: np.ndarray
+
+    @classmethod
+    def of(cls, configs: list[Any]) -> Coefficients:
+        """The members' algo configs' settings."""
+        return cls(configs[0].norm_adv, configs[0].clip_vloss,
+                   *(per_member([getattr(c, name) for c in configs])
+                     for name in ("ent_coef", "vf_coef", "max_grad_norm")))
+
+
+def per_member(values: list[float]) -> np.ndarray:
+    """One float32 value per member, ``[K, 1]``."""
+    return np.asarray(values, np.float32)[:, None]
+
+
+class BatchedPPO(PopulationUpdate):
+    """Every member's PPO update at once: each member's advantages and transitions as its
+    own update makes them (``updates[k]``, fastrl.algos.ppo), then every gradient step of
+    all members in one stacked numpy step (fastrl.population.stacked): member ``k``'s
+    minibatch (in its own order, from ``streams[k]``), loss at its own settings, gradient
+    clipped to its own norm, and its own Adam step. Each member computes what its single
+    run does, up to floating-point reduction order (tests/population/test_batched.py)."""
+
+    def __init__(self, population: Population, policy: Any, updates: list[Any],
+                 streams: list[torch.Tensor]) -> None:
+        super().__init__(population, updates, streams)
+        self.grad = StackedGrad(list(policy.members), policy.flat)
+        group = updates[0].optimizer.param_groups[0]
+        self.adam = StackedAdam(policy.flat, self.grad.grads, group["betas"], group["eps"])
+        self.coef = Coefficients.of([u.cfg for u in updates])
+
+    @staticmethod
+    def supports(policy: Any, updates: list[Any]) -> bool:
+        """True where every member's update is PPO's numpy step (fastrl.algos.ppo) without
+        ``target_kl`` (whose early stop is each member's own) and its network computes
+        stacked (:class:`StackedActorCritic`)."""
+        return all(type(u) is PPO and u._numpy is not None and u.cfg.target_kl is None
+                   for u in updates) and StackedActorCritic.supports(list(policy.members),
+                                                                     policy.flat)
+
+    def update(self, batch: dict[str, torch.Tensor], lr: float,
+               step: int) -> dict[str, torch.Tensor]:
+        """Every member's update on its columns of ``batch`` at once (``lr`` unused: each
+        member anneals its own); statistics as :meth:`PopulationUpdate.update`'s."""
+        member_step = step // self.population.size
+        data, explained = self._member_data(batch)
+        cfg = self.updates[0].cfg  # (epochs and minibatches: not varied, shared)
+        lrs = [annealed(u.cfg.lr, u.cfg.anneal_lr, member_step, u.cfg.total_steps)
+               for u in self.updates]
+        clip = per_member([u.clip_coef(member_step) for u in self.updates])
+        n = data["x"].shape[-1]
+        mb_size, whole = n // cfg.num_minibatches, cfg.num_minibatches == 1
+        measured = []
+        for epoch in range(cfg.update_epochs):
+            order = None if whole else self._permutations(n)
+            for start in range(0, n, mb_size):
+                mb = data if order is None else _taken(data, order[:, start:start + mb_size])
+                stats = numpy_ppo_backward(self.grad, mb, clip, self.coef, not whole,
+                                           epoch == cfg.update_epochs - 1)
+                norm = clip_numpy_grads(self.grad.bind_grads(), self.coef.max_grad_norm)
+                self.adam.step(lrs)
+                if stats is not None:
+                    measured.append(np.concatenate([stats, norm[:, None]], 1))
+        stats = dict(zip(STAT_NAMES, torch.from_numpy(np.mean(measured, 0)).T))
+        stats["explained_variance"] = torch.stack(explained)
+        out = {name: v.mean() for name, v in stats.items()}
+        for k in range(self.population.size):
+            out.update({f"member{k}/{name}": v[k] for name, v in stats.items()})
+        return out
+
+    def _member_data(self, batch: dict[str, torch.Tensor]
+                     ) -> tuple[dict[str, np.ndarray], list[torch.Tensor]]:
+        """Every member's transitions as its numpy step reads them (advantages normalised
+        over the whole batch where one minibatch takes it), stacked ``[K, ...]``; and
+        each member's explained variance."""
+        columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
+        parts, explained = [], []
+        for k, update in enumerate(self.updates):
+            mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[k])
+                    for name, t in batch.items()}
+            adv, returns = update.advantages(mine)
+            data = update._split({**mine, "adv": adv, "returns": returns})
+            if update.cfg.num_minibatches == 1 and update.cfg.norm_adv:
+                data["adv"] = normalized(data["adv"])
+            parts.append(update._numpy_data(data))
+            explained.append(explained_variance(returns, mine["value"]))
+        stacked = {name: np.stack([p[name] for p in parts]) for name in ("x", *NUMPY_FIELDS)}
+        return {**stacked, "legal": None}, explained
+
+    def _permutations(self, n: int) -> np.ndarray:
+        """Each member's minibatch order ``[K, n]``, from its own torch stream, as its
+        single run draws it."""
+        orders = []
+        for k in range(self.population.size):
+            torch.set_rng_state(self.streams[k])
+            orders.append(torch.randperm(n).numpy())
+            self.streams[k] = torch.get_rng_state()
+        return np.stack(orders)
+
+    def state_dict(self) -> dict:
+        """Every member's Adam state and random stream."""
+        return {"adam": self.adam.state_dict(), "streams": self.streams}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.adam.load_state_dict(state["adam"])
+        self.streams = [s.clone() for s in state["streams"]]
+
+
+def _taken(data: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
+    """Each member's transitions ``order[k]`` of ``data`` (stacked ``[K, ..., n]``)."""
+    members = np.arange(len(order))[:, None]
+    out = {name: a[members, order] for name, a in data.items() if name not in ("x", "legal")}
+    return {**out, "x": np.take_along_axis(data["x"], order[:, None, :], 2), "legal": None}

@@ -181,10 +181,11 @@ class RolloutWorker:
             self.act = self.explore
         elif plan.population is not None:  # each member acts for its rows, from its streams
             self.act = PopulationActor(
+                self.policy,
                 [self.algorithm.make_actor(self.policy.member(k), plan.act_space, s + 1,
                                            infra.worker_inference)
                  for k, s in enumerate(sampling_seeds)],
-                self.policy.streams, plan.population.rows)
+                self.policy.streams, plan.population.rows, stacked=not cfg.population.exact)
         else:
             self.act = self.algorithm.make_actor(self.policy, plan.act_space,
                                                  sampling_seed + 1, infra.worker_inference)

@@ -1,5 +1,5 @@
-"""Population runs through processes (fastrl.population): members that are their single
-runs, bit for bit."""
+"""Population runs through processes (fastrl.population): exact members that are their
+single runs bit for bit; batched ones that repeat bit for bit and stay near them."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def _episodes(run, group: str | None = None, scale: int = 1) -> list[tuple]:
             if group is None or r["group"] == group]
 
 
-def test_members_are_their_single_runs(tmp_path):
-    pop = _run(tmp_path / "pop", "population.size=2", "seed=5")
+def test_exact_members_are_their_single_runs(tmp_path):
+    pop = _run(tmp_path / "pop", "population.size=2", "population.exact=true", "seed=5")
     model = torch.load(pop / "model.pt", weights_only=True)["model"]
     for k in range(2):
         single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}")
@@ -39,3 +39,15 @@ def test_members_are_their_single_runs(tmp_path):
         assert mine and mine == _episodes(single)
 
 
+
+
+def test_batched_runs_repeat_and_stay_near_the_exact_one(tmp_path):
+    pop = ["population.size=2", "seed=5", "population.vary={algo.lr: [0.001, 0.002]}"]
+    first, second = (_run(tmp_path / name, *pop) for name in ("first", "second"))
+    exact = _run(tmp_path / "exact", *pop, "population.exact=true")
+    models = [torch.load(run / "model.pt", weights_only=True)["model"]
+              for run in (first, second, exact)]
+    assert all(torch.equal(models[0][name], t) for name, t in models[1].items())
+    assert _episodes(first) == _episodes(second)
+    # (a few updates apart: rounding, not a different algorithm)
+    assert all(torch.allclose(models[0][name], t, atol=1e-3) for name, t in models[2].items())

@@ -1,0 +1,94 @@
+"""A population computed at once (fastrl.population.stacked, fastrl.population.update's
+BatchedPPO) against one member after another: the same actions, and one update that
+differs only by floating-point reduction order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fastrl.bench.learner import synthetic_slot
+from fastrl.config import load_config
+from fastrl.memory.layout import PER_ENV
+from fastrl.models.numpy_actor import numpy_actor
+from fastrl.plan import plan_run
+from fastrl.population.actor import PopulationActor
+from fastrl.population.update import BatchedPPO, PopulationUpdate
+
+pytestmark = pytest.mark.timeout(240)
+
+VARIED = ["population.size=3", "algo.num_minibatches=2", "algo.update_epochs=3",
+          "algo.max_grad_norm=0.05",  # (every member's gradient clipped: that path too)
+          "population.vary={algo.lr: [1e-3, 3e-3, 1e-2], algo.ent_coef: [0.0, 0.01, 0.1], "
+          "algo.clip_coef: [0.1, 0.2, 0.3], algo.gamma: [0.9, 0.99, 0.999]}"]
+
+
+#: Discrete actions and Box ones
+ENVS = [[], ["env.id=Pendulum-v1", "algo.target_return=null"]]
+
+
+def _plan(*overrides: str):
+    return plan_run(load_config("configs/cartpole_ppo.yaml", [*VARIED, *overrides]))
+
+
+def _batch(plan, slots: int = 2) -> dict[str, torch.Tensor]:
+    """``slots`` synthetic slots side by side, as the learner's batch."""
+    fields = {f.name: f for f in plan.layout.fields}
+    made = [synthetic_slot(plan, seed) for seed in range(slots)]
+    return {name: torch.from_numpy(np.concatenate(
+        [np.broadcast_to(m[name], fields[name].shape).astype(fields[name].dtype)
+         for m in made], 0 if name in PER_ENV else 1)) for name in made[0]}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
+    plan = _plan(*env)
+    exact_policy = plan.policy()
+    batched_policy = plan.policy()  # (the same seeds: the same members)
+    device = torch.device("cpu")
+    exact = PopulationUpdate(plan.population, [
+        plan.cfg.algo.algorithm.make_update(c.algo, exact_policy.member(k), plan.obs_space,
+                                            plan.act_space, device)
+        for k, c in enumerate(plan.population.configs)],
+        [s["torch"] for s in exact_policy.streams])
+    batched = plan.make_update(batched_policy, device)
+    assert isinstance(batched, BatchedPPO)
+    batch = _batch(plan)
+    for step in (0, 5000):  # (twice: Adam's moments and the minibatch streams carry over)
+        theirs = exact.update(batch, 0.0, step)
+        mine = batched.update(batch, 0.0, step)
+        assert mine.keys() == theirs.keys()
+        for name, value in theirs.items():
+            torch.testing.assert_close(mine[name], value.float(), rtol=1e-4, atol=1e-5,
+                                       msg=name)
+    for a, b in zip(batched_policy.parameters(), exact_policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(batched.streams, exact.streams))
+    assert any(not torch.equal(a, b)  # (trained: the comparison is not of two copies)
+               for a, b in zip(batched_policy.parameters(), plan.policy().parameters()))
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_one_stacked_forward_acts_as_each_members_actor(env):
+    plan = _plan(*env)
+    policy, rows = plan.policy(), plan.population.rows
+    actors = [numpy_actor(policy.member(k)) for k in range(plan.population.size)]
+    stacked, looped = (PopulationActor(policy, actors, policy.streams, rows, stacked=s)
+                       for s in (True, False))
+    assert stacked._stacked is not None and looped._stacked is None
+    obs = synthetic_slot(plan)["obs"][:4].reshape(-1, *plan.obs_space.shape)
+    for rows_obs in (obs[:rows * 3], obs[rows * 3:rows * 6]):
+        mine, theirs = stacked(rows_obs), looped(rows_obs)
+        np.testing.assert_array_equal(mine[0], theirs[0])  # (the same draws, the same actions)
+        np.testing.assert_allclose(mine[1], theirs[1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-5, atol=1e-6)
+    for a, b in zip(stacked.state()["population_streams"], looped.state()["population_streams"]):
+        assert a["numpy"][2] == b["numpy"][2]  # (each member's stream as far along)
+
+
+@pytest.mark.parametrize("overrides", [["population.exact=true"], ["algo.target_kl=0.02"],
+                                       ["algo.name=a2c"]])
+def test_what_the_batched_update_leaves_to_the_member_loop(overrides):
+    plan = plan_run(load_config(None, ["population.size=2", *overrides]))
+    assert type(plan.make_update(plan.policy(), torch.device("cpu"))) is PopulationUpdate
