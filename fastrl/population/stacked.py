@@ -17,34 +17,43 @@ from fastrl.models.encoders import ObsFeatures
 from fastrl.models.numpy_actor import NumpyActorCritic, NumpyMLP
 from fastrl.models.numpy_grad import NumpyGrad
 
+#: where each parameter starts in a row, and the row's length, in multiples of 64 bytes (as
+#: torch allocates one): kernels take other paths, and round otherwise, for data that starts
+#: elsewhere (tests/population/test_stacked.py)
+ALIGN = 16  # float32s
+
+
+def _layout(member: nn.Module) -> tuple[list[tuple[str, int, torch.Tensor]], int]:
+    """``(name, offset, parameter)`` of each parameter of ``member`` in its row, and the
+    row's length."""
+    out, offset = [], 0
+    for name, p in member.named_parameters():
+        out.append((name, offset, p))
+        offset += -(-p.numel() // ALIGN) * ALIGN
+    return out, offset
+
 
 def stack_parameters(members: list[nn.Module]) -> torch.Tensor:
     """Move the parameters of ``members`` (networks of one architecture) into one ``[K,
-    P]`` tensor, each parameter becoming a view of its member's row (values unchanged);
-    returns the tensor."""
-    named = [list(m.named_parameters()) for m in members]
-    width = sum(p.numel() for _, p in named[0])
-    flat = torch.empty(len(members), width, dtype=named[0][0][1].dtype)
-    for k, (member, params) in enumerate(zip(members, named)):
-        offset = 0
-        for name, p in params:
+    P]`` tensor, each parameter becoming a view of its member's row (values unchanged;
+    zeros between them); returns the tensor."""
+    width = _layout(members[0])[1]
+    flat = torch.zeros(len(members), width, dtype=next(members[0].parameters()).dtype)
+    for k, member in enumerate(members):
+        for name, offset, p in _layout(member)[0]:
             view = flat[k, offset:offset + p.numel()].view_as(p)
             view.copy_(p.detach())
             owner, _, leaf = name.rpartition(".")
             setattr(member.get_submodule(owner), leaf,
                     nn.Parameter(view, requires_grad=p.requires_grad))
-            offset += p.numel()
     return flat
 
 
 def stacked_views(flat: np.ndarray, member: nn.Module) -> dict[str, np.ndarray]:
     """Each parameter of ``member`` (the layout of a row of ``flat`` ``[K, P]``, as
     :func:`stack_parameters` made it) as a ``[K, *shape]`` view of ``flat``."""
-    views, offset = {}, 0
-    for name, p in member.named_parameters():
-        views[name] = flat[:, offset:offset + p.numel()].reshape(len(flat), *p.shape)
-        offset += p.numel()
-    return views
+    return {name: flat[:, offset:offset + p.numel()].reshape(len(flat), *p.shape)
+            for name, offset, p in _layout(member)[0]}
 
 
 def _stacked_mlp(seq: nn.Sequential, views: dict[str, np.ndarray], prefix: str) -> NumpyMLP:

@@ -1,0 +1,57 @@
+"""The members' parameters stacked in one tensor (fastrl.population.stacked): a member
+trained there (one member after another, population.exact) is its single run bit for bit,
+which needs each parameter to start where a tensor of its own would."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fastrl.algos.base import annealed
+from fastrl.bench.learner import synthetic_slot
+from fastrl.config import load_config
+from fastrl.core.process import learner_torch
+from fastrl.memory.layout import PER_ENV
+from fastrl.plan import plan_run
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _batches(plan, count: int):
+    """``count`` learner batches of two synthetic slots each, every one different."""
+    fields = {f.name: f for f in plan.layout.fields}
+    for i in range(count):
+        made = [synthetic_slot(plan, 2 * i + s) for s in range(2)]
+        yield {name: torch.from_numpy(np.concatenate(
+            [np.broadcast_to(m[name], fields[name].shape).astype(fields[name].dtype)
+             for m in made], 0 if name in PER_ENV else 1)) for name in made[0]}
+
+
+def test_every_stacked_parameter_starts_on_64_bytes():
+    policy = plan_run(load_config(None, ["population.size=3"])).policy()
+    assert all(p.data_ptr() % 64 == 0 for p in policy.parameters())
+    assert all(torch.equal(p.detach(), v) for p, v in
+               zip(policy.member(1).parameters(), plan_run(load_config(
+                   None, ["seed=2"])).policy().parameters()))  # (member 1: seed 1 + 1)
+
+
+def test_a_member_trained_in_the_stack_is_its_single_run_bit_for_bit():
+    plan = plan_run(load_config("configs/cartpole_ppo.yaml",
+                                ["population.size=2", "population.exact=true"]))
+    single = plan_run(load_config("configs/cartpole_ppo.yaml", ["seed=2"]))
+    with learner_torch(1):
+        policy, alone = plan.policy(), single.policy()
+        population = plan.make_update(policy, torch.device("cpu"))
+        update = single.make_update(alone, torch.device("cpu"))
+        algo = plan.population.configs[1].algo
+        for i, batch in enumerate(_batches(plan, 30)):
+            columns = population._member_columns(batch["reward"].shape[1], torch.device("cpu"))
+            mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[1])
+                    for name, t in batch.items()}
+            population.update(batch, 0.0, 2 * 256 * i)
+            update.update(mine, annealed(algo.lr, algo.anneal_lr, 256 * i, algo.total_steps),
+                          256 * i)
+    assert all(torch.equal(a, b) for a, b in zip(policy.member(1).parameters(),
+                                                 alone.parameters(), strict=True))
+    assert not torch.equal(next(alone.parameters()), next(single.policy().parameters()))
