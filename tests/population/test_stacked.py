@@ -11,7 +11,7 @@ import torch
 from fastrl.algos.base import annealed
 from fastrl.bench.learner import synthetic_slot
 from fastrl.config import load_config
-from fastrl.core.process import learner_torch
+from fastrl.core.process import learner_torch, seed_everything
 from fastrl.memory.layout import PER_ENV
 from fastrl.plan import plan_run
 
@@ -28,12 +28,18 @@ def _batches(plan, count: int):
              for m in made], 0 if name in PER_ENV else 1)) for name in made[0]}
 
 
+def _single_policy(plan):
+    """The policy a single run of ``plan`` starts from (built right after seeding)."""
+    seed_everything(plan.cfg.seed)
+    return plan.policy()
+
+
 def test_every_stacked_parameter_starts_on_64_bytes():
     policy = plan_run(load_config(None, ["population.size=3"])).policy()
     assert all(p.data_ptr() % 64 == 0 for p in policy.parameters())
-    assert all(torch.equal(p.detach(), v) for p, v in
-               zip(policy.member(1).parameters(), plan_run(load_config(
-                   None, ["seed=2"])).policy().parameters()))  # (member 1: seed 1 + 1)
+    single = _single_policy(plan_run(load_config(None, ["seed=2"])))  # (member 1: seed 1+1)
+    assert all(torch.equal(p, v) for p, v in zip(policy.member(1).parameters(),
+                                                 single.parameters(), strict=True))
 
 
 def test_a_member_trained_in_the_stack_is_its_single_run_bit_for_bit():
@@ -41,7 +47,7 @@ def test_a_member_trained_in_the_stack_is_its_single_run_bit_for_bit():
                                 ["population.size=2", "population.exact=true"]))
     single = plan_run(load_config("configs/cartpole_ppo.yaml", ["seed=2"]))
     with learner_torch(1):
-        policy, alone = plan.policy(), single.policy()
+        policy, alone = plan.policy(), _single_policy(single)
         population = plan.make_update(policy, torch.device("cpu"))
         update = single.make_update(alone, torch.device("cpu"))
         algo = plan.population.configs[1].algo
