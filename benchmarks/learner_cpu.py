@@ -7,7 +7,7 @@ it up, beside Stable-Baselines3's training throughput on the same task, in the s
 
 fastrl's side is its own update (fastrl.algos, made as the learner makes it, from the
 shipped config) on a synthetic batch valid for the env's spaces (fastrl.bench.learner's
-``synthetic_slot``), in the learner's torch setting (``learner_torch``). The variants:
+``synthetic_batch``), in the learner's torch setting (``learner_torch``). The variants:
 
 - ``shipped``: as the learner runs it (``infra.learner_threads=1``; PPO's MLP steps in
   numpy, fastrl.models.numpy_grad; a CNN's convolutions in channels-last memory);
@@ -60,13 +60,12 @@ import numpy as np
 import torch
 from gymnasium.vector.utils import batch_space
 
-from fastrl.bench.learner import synthetic_slot
+from fastrl.bench.learner import synthetic_batch
 from fastrl.bench.report import provenance
 from fastrl.bench.sb3_solve import make_env, make_model
 from fastrl.bench.zoo import ZOO
 from fastrl.config import MainConfig, load_config
 from fastrl.core.process import learner_torch
-from fastrl.memory.layout import PER_ENV
 from fastrl.models.encoders import channels_last_convs
 from fastrl.plan import RunPlan, plan_run
 
@@ -121,13 +120,8 @@ def fastrl_update(case: Case, variant: str) -> tuple[Callable[[], None], int]:
     trains."""
     update, cfg, plan = build_update(case, variant)
     if cfg.algo.algorithm.data.on_policy:
-        slot = synthetic_slot(plan)
-        fields = {f.name: f for f in plan.layout.fields}
-        slots = cfg.batch_size // (cfg.infra.rollout_len * cfg.infra.envs_per_worker)
-        batch = {}  # time-major [T, slots * E], as the learner stages it
-        for k, v in slot.items():
-            one = np.broadcast_to(np.asarray(v, fields[k].dtype), fields[k].shape)
-            batch[k] = torch.as_tensor(np.concatenate([one] * slots, axis=int(k not in PER_ENV)))
+        batch = synthetic_batch(
+            plan, cfg.batch_size // (cfg.infra.rollout_len * cfg.infra.envs_per_worker))
         samples = cfg.batch_size * cfg.algo.update_epochs
         return (lambda: update.update(batch, cfg.algo.lr, 0)), samples
     batch = replay_batch(cfg, plan)

@@ -19,6 +19,11 @@ the PPO arithmetic between is elementwise and left out of every variant). The va
 - ``vmap``: ``torch.func.vmap`` of ``torch.func.grad`` over the members' stacked
   parameters (one member's ``functional_call``).
 
+A third table times the learner's whole update of a K-member population (CartPole's
+shipped config: advantages, then every epoch's gradient steps), one member after another
+(``population.exact=true``) against all at once (the default), per member-update, against
+the floor of its gradient steps.
+
 A second table times a worker's side: the action choice for every member's envs (the
 config's ``envs_per_worker`` each), the numpy actor once per member against one stacked
 forward with the same sampling.
@@ -46,6 +51,7 @@ from learner_cpu import CONFIGS, matmul_flops_per_cpu_second
 from shared import linears, seconds_per_call
 from torch import nn
 
+from fastrl.bench.learner import synthetic_batch
 from fastrl.bench.report import provenance
 from fastrl.config import load_config
 from fastrl.core.process import learner_torch
@@ -293,6 +299,23 @@ def acting_steps(plan, envs: int, k: int) -> dict[str, Step]:
     return {"loop": loop, "stacked numpy": stacked.act}
 
 
+def update_steps(k: int) -> tuple[dict[str, Step], int]:
+    """The learner's whole update of K members of CartPole's shipped PPO config on a
+    synthetic batch (two slots a member, as its single run trains), one member after
+    another (``population.exact``) and all at once (fastrl.population.update's
+    BatchedPPO; for K=1 both are the single run's update); and the gradient steps of one
+    member-update."""
+    steps = {}
+    for name, exact in (("exact loop", "true"), ("batched", "false")):
+        cfg = load_config(CONFIGS / "cartpole_ppo.yaml",
+                          [f"population.size={k}", f"population.exact={exact}"])
+        plan = plan_run(cfg)
+        update = plan.make_update(plan.policy(), torch.device("cpu"))
+        batch = synthetic_batch(plan, 2)
+        steps[name] = lambda update=update, batch=batch: update.update(batch, 0.0, 0)
+    return steps, cfg.algo.update_epochs * cfg.algo.num_minibatches
+
+
 def main() -> None:
     """Time every variant at each K in alternating rounds; print and write medians."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -326,11 +349,23 @@ def main() -> None:
             med, us = median_us(acting_steps(plan, envs, k), k, args.rounds, args.seconds)
             acting.append({"members": k, "median_us": med, "rounds_us": us})
             print(f"  K={k:3d}  " + "  ".join(f"{n} {v:7.1f}" for n, v in med.items()))
+        updates = []
+        print("The whole update (advantages, every epoch and minibatch): milliseconds per "
+              "member-update")
+        for k in map(int, args.members.split(",")):
+            steps, gradient_steps = update_steps(k)
+            med, us = median_us(steps, k, args.rounds, args.seconds)
+            floor = floor_us * gradient_steps
+            updates.append({"members": k, "median_us": med, "rounds_us": us,
+                            "floor_us": floor,
+                            "over_floor": {n: v / floor for n, v in med.items()}})
+            print(f"  K={k:3d}  " + "  ".join(f"{n} {v / 1e3:6.2f} ({v / floor:4.1f}x floor)"
+                                            for n, v in med.items()))
     if args.out:
         doc = {**provenance("python benchmarks/population_update.py"),
                "options": {k: str(v) for k, v in vars(args).items()},
                "minibatch": batch, "floor_us": floor_us, "peak_flops": peak, "rows": rows,
-               "acting_envs": envs, "acting": acting}
+               "acting_envs": envs, "acting": acting, "updates": updates}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
 

@@ -41,7 +41,7 @@ from fastrl.core.process import keep_freed_memory, learner_torch
 from fastrl.learner.learner import Learner, LearnerSpec
 from fastrl.learner.staging import CudaStager, Stager
 from fastrl.memory.control import RunControl
-from fastrl.memory.layout import SlotLayout
+from fastrl.memory.layout import PER_ENV, SlotLayout
 from fastrl.memory.records import obs_record
 from fastrl.memory.ring import Ring
 from fastrl.memory.weights import SharedWeights
@@ -122,6 +122,16 @@ def synthetic_slot(plan: RunPlan, seed: int = 0) -> dict[str, np.ndarray]:
         "env_id": np.arange(e), "episode_length": steps_in, "episode_return": steps_in,
         "policy_version": np.zeros((t, e), np.int64),
     }
+
+
+def synthetic_batch(plan: RunPlan, slots: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A learner's batch of ``slots`` different :func:`synthetic_slot` side by side, as it
+    stages them: time-major ``[T, slots * E]`` (the per-env fields ``[slots * E, ...]``)."""
+    fields = {f.name: f for f in plan.layout.fields}
+    made = [synthetic_slot(plan, seed + s) for s in range(slots)]
+    return {name: torch.from_numpy(np.concatenate(
+        [np.broadcast_to(np.asarray(m[name], fields[name].dtype), fields[name].shape)
+         for m in made], 0 if name in PER_ENV else 1)) for name in made[0]}
 
 
 class Mark(NamedTuple):

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastrl.bench.learner import synthetic_slot
+from fastrl.bench.learner import synthetic_batch, synthetic_slot
 from fastrl.config import load_config
-from fastrl.memory.layout import PER_ENV
 from fastrl.models.numpy_actor import numpy_actor
 from fastrl.plan import plan_run
 from fastrl.population.actor import PopulationActor
@@ -32,15 +31,6 @@ def _plan(*overrides: str):
     return plan_run(load_config("configs/cartpole_ppo.yaml", [*VARIED, *overrides]))
 
 
-def _batch(plan, slots: int = 2) -> dict[str, torch.Tensor]:
-    """``slots`` synthetic slots side by side, as the learner's batch."""
-    fields = {f.name: f for f in plan.layout.fields}
-    made = [synthetic_slot(plan, seed) for seed in range(slots)]
-    return {name: torch.from_numpy(np.concatenate(
-        [np.broadcast_to(m[name], fields[name].shape).astype(fields[name].dtype)
-         for m in made], 0 if name in PER_ENV else 1)) for name in made[0]}
-
-
 @pytest.mark.parametrize("env", ENVS)
 def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
     plan = _plan(*env)
@@ -54,7 +44,7 @@ def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
         [s["torch"] for s in exact_policy.streams])
     batched = plan.make_update(batched_policy, device)
     assert isinstance(batched, BatchedPPO)
-    batch = _batch(plan)
+    batch = synthetic_batch(plan, 2)
     for step in (0, 5000):  # (twice: Adam's moments and the minibatch streams carry over)
         theirs = exact.update(batch, 0.0, step)
         mine = batched.update(batch, 0.0, step)

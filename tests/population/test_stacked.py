@@ -4,28 +4,17 @@ which needs each parameter to start where a tensor of its own would."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 from fastrl.algos.base import annealed
-from fastrl.bench.learner import synthetic_slot
+from fastrl.bench.learner import synthetic_batch
 from fastrl.config import load_config
 from fastrl.core.process import learner_torch, seed_everything
 from fastrl.memory.layout import PER_ENV
 from fastrl.plan import plan_run
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def _batches(plan, count: int):
-    """``count`` learner batches of two synthetic slots each, every one different."""
-    fields = {f.name: f for f in plan.layout.fields}
-    for i in range(count):
-        made = [synthetic_slot(plan, 2 * i + s) for s in range(2)]
-        yield {name: torch.from_numpy(np.concatenate(
-            [np.broadcast_to(m[name], fields[name].shape).astype(fields[name].dtype)
-             for m in made], 0 if name in PER_ENV else 1)) for name in made[0]}
 
 
 def _single_policy(plan):
@@ -51,7 +40,8 @@ def test_a_member_trained_in_the_stack_is_its_single_run_bit_for_bit():
         population = plan.make_update(policy, torch.device("cpu"))
         update = single.make_update(alone, torch.device("cpu"))
         algo = plan.population.configs[1].algo
-        for i, batch in enumerate(_batches(plan, 30)):
+        for i in range(30):
+            batch = synthetic_batch(plan, 2, seed=2 * i)
             columns = population._member_columns(batch["reward"].shape[1], torch.device("cpu"))
             mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[1])
                     for name, t in batch.items()}
