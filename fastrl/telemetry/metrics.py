@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -102,6 +103,10 @@ def quiet_disk_full(threads: set[threading.Thread], folder: Path) -> None:
     threading.excepthook = hook
 
 
+#: a group's mean return in an update's statistics (fastrl.learner.report)
+GROUP_RETURN = re.compile(r"episode/([^/]+)/return_mean")
+
+
 class MetricsLogger:
     """Writes update and evaluation metrics to TensorBoard and the console, and every ended
     training episode and every evaluation to ``episodes.csv`` / ``evals.csv`` in the run
@@ -152,6 +157,7 @@ class MetricsLogger:
         self._start_step = start_step
         self._first: tuple[float, int] | None = None  # (time, step) of the first update
         self.last_return: float | None = None
+        self._group_returns: dict[str, float] = {}  # each group's last mean return
         self.steps_per_sec = 0.0
 
     def update(self, step: int, stats: dict[str, float]) -> None:
@@ -167,6 +173,8 @@ class MetricsLogger:
         self.steps_per_sec = (step - step_ref) / max(now - t_ref, 1e-9)
         if "episode/return_mean" in stats:
             self.last_return = stats["episode/return_mean"]
+        self._group_returns.update({m[1]: v for m, v in ((GROUP_RETURN.fullmatch(k), v)
+                                                        for k, v in stats.items()) if m})
         if self._writer:
             with self._tensorboard():
                 for key, value in stats.items():
@@ -178,13 +186,22 @@ class MetricsLogger:
                         self._writer.add_scalar(tag, value, step)
                 self._writer.add_scalar("train/steps_per_sec", self.steps_per_sec, step)
         if self._progress:
-            ret = "-" if self.last_return is None else f"{self.last_return:.1f}"
             restarts = stats.get("supervisor/restarts", 0)
             lag = stats.get("supervisor/worker_lag_max", 0)
             health = " ".join(([f"restarts {restarts:.0f}"] if restarts else []) +
                               ([f"lag {lag:.0f}"] if lag else []))
-            self._progress.update(self._task, completed=step, sps=self.steps_per_sec, ret=ret,
-                                  health=health)
+            self._progress.update(self._task, completed=step, sps=self.steps_per_sec,
+                                  ret=self._return_shown(), health=health)
+
+    def _return_shown(self) -> str:
+        """The progress line's return: the last one reported; with groups (population
+        members, agent groups), the median of each group's last, with the best and the
+        worst."""
+        if len(self._group_returns) > 1:
+            ret = sorted(self._group_returns.values())
+            return (f"{float(np.median(ret)):.1f} (best {ret[-1]:.1f}, "
+                    f"worst {ret[0]:.1f})")
+        return "-" if self.last_return is None else f"{self.last_return:.1f}"
 
     def episodes(self, episodes: dict[str, list]) -> None:
         """Log training episodes, each with its own ``step``, ``return``, ``length`` and
@@ -219,10 +236,13 @@ class MetricsLogger:
                 for key, value in result.items():
                     self._writer.add_scalar(f"{prefix}/{key}", value, step)
         if self._progress:
+            spread = (f"best {result['best_return_mean']:.1f}, median "
+                      f"{result['median_return_mean']:.1f}, worst "
+                      f"{result['worst_return_mean']:.1f}") if "worst_return_mean" in result \
+                else f"min {result['return_min']:.0f}"
             self._progress.console.print(
                 f"{prefix} @ {step:,} steps: return {result['return_mean']:.1f} "
-                f"± {result['return_std']:.1f} (min {result['return_min']:.0f})",
-                soft_wrap=True)
+                f"± {result['return_std']:.1f} ({spread})", soft_wrap=True)
 
     def custom(self, step: int, scalars: dict[str, float]) -> None:
         """A callback's own scalars, as ``custom/<name>``."""

@@ -71,3 +71,23 @@ def test_event_lines_count_the_learner_s_steps_between_its_reports(tmp_path):
     learner["step"] = 0  # (a learner restarted from nothing has recorded none yet)
     assert events.now() == 2048
     logger.close()
+
+
+def test_console_lines_show_a_population_s_best_median_and_worst(tmp_path, monkeypatch,
+                                                                 capfd):
+    monkeypatch.setenv("COLUMNS", "200")
+    logger = MetricsLogger(tmp_path, LogConfig(tensorboard=False), 100_000, grouped=True)
+    logger.update(512, {"episode/return_mean": 30.0, "episode/member0/return_mean": 10.0,
+                        "episode/member1/return_mean": 20.0,
+                        "episode/member2/return_mean": 60.0})
+    logger.update(1024, {"episode/return_mean": 70.0,  # (member 0 ended no episode here)
+                         "episode/member1/return_mean": 80.0,
+                         "episode/member2/return_mean": 90.0})
+    logger.evaluation(1024, {"return_mean": 50.0, "return_std": 5.0, "return_min": 1.0,
+                             "best_return_mean": 90.0, "median_return_mean": 45.0,
+                             "worst_return_mean": 12.0})
+    logger.close()
+    err = capfd.readouterr().err
+    assert "return 80.0 (best 90.0, worst 10.0)" in err, err
+    assert "eval @ 1,024 steps: return 50.0 ± 5.0 (best 90.0, median 45.0, worst 12.0)" \
+        in err, err
