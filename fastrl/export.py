@@ -60,6 +60,7 @@ from fastrl.memory.records import ObsRecord, obs_record
 from fastrl.models.base import sample_obs
 from fastrl.models.encoders import RunningNorm, torch_dtype
 from fastrl.models.recurrent import state_size
+from fastrl.population.policy import PopulationPolicy
 
 #: Format name -> file suffix of its artifact.
 FORMATS = {"onnx": ".onnx", "torch-export": ".pt2"}
@@ -231,6 +232,7 @@ def sidecar_metadata(loaded: LoadedPolicy, fmt: str, artifact: Path) -> dict[str
         # algo.normalize_obs: the running statistics are part of the network's graph
         "normalizer_baked_in": any(isinstance(m, RunningNorm) for m in loaded.policy.modules()),
         "policy_class": type(loaded.policy).__qualname__,
+        "population_member": loaded.member,
         "algo": loaded.config.algo.name,
         "env_id": ckpt.manifest.get("env_id", loaded.config.env.id),
         "checkpoint": str(ckpt.path.resolve()),
@@ -302,6 +304,10 @@ def export_policy(loaded: LoadedPolicy, fmt: str = "onnx",
     """Write ``loaded``'s deterministic policy as ``fmt`` to ``out`` (default:
     :func:`default_out`) and its JSON sidecar to ``<out>.json``."""
     check_format(fmt)
+    if isinstance(loaded.policy, PopulationPolicy):
+        raise ExportError(f"the checkpoint holds a population of {len(loaded.policy.members)} "
+                          "policies; export one: --member K (load_policy(..., member=K)), or "
+                          "--member best")
     artifact = Path(out) if out is not None else default_out(loaded.checkpoint, fmt)
     artifact.parent.mkdir(parents=True, exist_ok=True)
     module = DeterministicAction(loaded.policy, loaded.plan.obs_space, loaded.plan.act_space)
@@ -427,6 +433,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="artifact format (default: onnx)")
     parser.add_argument("--out", metavar="PATH", help="artifact path (default: "
                         "RUN_DIR/exports/policy-step<N>.onnx or .pt2); sidecar: PATH.json")
+    parser.add_argument("--member", metavar="K|best",
+                        help="a population's checkpoint: export member K, or the member "
+                             "with the best return in its last evaluation")
     parser.add_argument("--repeats", type=int, default=200, metavar="N",
                         help="timed calls per latency figure (default: 200)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), metavar="N",
@@ -445,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(ns.threads)
     try:
         check_format(ns.format)  # before the slow part: loading and tracing
-        loaded = load_policy(ns.path)
+        loaded = load_policy(ns.path, member=ns.member)
         done = export_policy(loaded, ns.format, ns.out)
         exported = load_artifact(done.artifact, ns.format, loaded.plan.obs_space, ns.threads,
                                  done.module.state_size)

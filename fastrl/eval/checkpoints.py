@@ -18,6 +18,7 @@ from fastrl.envs.source import EnvSource
 from fastrl.eval.harness import EvalError, SeedSuite, evaluate_episodes
 from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.plan import resolve_device
+from fastrl.population.policy import PopulationPolicy, members_summary
 
 DEVICES = ("cpu", "cuda", "auto")
 # What must match for two checkpoints to be evaluated on one env: manifest key, its name.
@@ -51,19 +52,29 @@ def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
                     device: str = "cpu") -> dict[str, Any]:
     """One checkpoint's result on ``suite``: ``checkpoint`` (its folder), ``global_step``,
     ``algo``, ``summary`` (flat floats, :func:`~fastrl.eval.harness.summarize`) and
-    ``per_seed`` (:meth:`~fastrl.eval.harness.Episodes.per_seed`)."""
-    episodes = evaluate_episodes(loaded.policy.to(device), env, suite.seeds, device,
-                                 suite.max_steps, episodes_per_seed=suite.episodes_per_seed,
-                                 selfplay=loaded.config.selfplay)
-    return {"checkpoint": str(loaded.checkpoint.path),
-            "global_step": loaded.checkpoint.global_step, "algo": loaded.config.algo.name,
-            "summary": episodes.summary(), "per_seed": episodes.per_seed()}
+    ``per_seed`` (:meth:`~fastrl.eval.harness.Episodes.per_seed`). A population's (every
+    member): each member evaluated, ``summary`` theirs together
+    (fastrl.population.policy.members_summary), ``per_seed`` each member's rows, with its
+    ``member``."""
+    policy = loaded.policy.to(device)
+    population = isinstance(policy, PopulationPolicy)
+    runs = [evaluate_episodes(member, env, suite.seeds, device, suite.max_steps,
+                              episodes_per_seed=suite.episodes_per_seed,
+                              selfplay=loaded.config.selfplay)
+            for member in (policy.members if population else [policy])]
+    result = {"checkpoint": str(loaded.checkpoint.path),
+              "global_step": loaded.checkpoint.global_step, "algo": loaded.config.algo.name}
+    if not population:
+        return {**result, "summary": runs[0].summary(), "per_seed": runs[0].per_seed()}
+    return {**result, "summary": members_summary([run.summary() for run in runs]),
+            "per_seed": [{"member": k, **entry} for k, run in enumerate(runs)
+                         for entry in run.per_seed()]}
 
 
 def evaluate_checkpoints(paths: Sequence[str | Path],
                          overrides: Mapping[str, int | None] | None = None,
                          device: str = "cpu", env: EnvSource | None = None,
-                         policy: Any = None) -> dict[str, Any]:
+                         policy: Any = None, member: str | None = None) -> dict[str, Any]:
     """Evaluate checkpoints (folders, or run directories: their newest valid checkpoint) on
     one seed suite and one env, both the first checkpoint's (``overrides``: SeedSuite
     fields to change; None leaves one as it is).
@@ -73,7 +84,8 @@ def evaluate_checkpoints(paths: Sequence[str | Path],
     ...]}`` with one :func:`evaluate_loaded` result per path, in order; ``skipped`` has a
     line per corrupt checkpoint of a run directory newer than the one evaluated. ``env``
     and ``policy`` stand in for an env factory or policy the checkpoints' config cannot
-    name (see :func:`~fastrl.eval.policy.load_policy`).
+    name, and ``member`` picks one member of a population's checkpoints (see
+    :func:`~fastrl.eval.policy.load_policy`).
     """
     if not paths:
         raise EvalError("no checkpoint to evaluate: give a checkpoint folder or run directory")
@@ -81,7 +93,7 @@ def evaluate_checkpoints(paths: Sequence[str | Path],
     checkpoints = [ckpt for ckpt, _ in found]
     check_comparable(checkpoints)
     device = eval_device(device)
-    loaded = [load_policy(c, env, policy) for c in checkpoints]  # (verified above)
+    loaded = [load_policy(c, env, policy, member) for c in checkpoints]  # (verified above)
     changes = {k: v for k, v in (overrides or {}).items() if v is not None}
     suite = replace(SeedSuite.of(loaded[0].config.log), **changes)
     env = loaded[0].plan.env

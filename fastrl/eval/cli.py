@@ -56,6 +56,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.add_argument(flag, dest=name, type=int, metavar="N", help=SUITE_HELP[name])
     parser.add_argument("--device", choices=DEVICES, default="cpu",
                         help="where the policy runs (default: cpu)")
+    parser.add_argument("--member", metavar="K|best",
+                        help="a population's checkpoints: evaluate member K only, or the "
+                             "member with the best return in the checkpoint's last "
+                             "evaluation (default: every member)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON to FILE")
     return parser.parse_args(argv)
@@ -95,10 +99,12 @@ def per_seed_table(report: dict[str, Any]) -> Table:
     (``report``: a :func:`checkpoint_report`)."""
     table = Table(title=f"{report['checkpoint']} (step {report['global_step']:,})\n"
                         f"{suite_title(report)}")
-    table.add_column("seed", justify="right")
+    members = "member" in report["per_seed"][0]  # (a population's, every member)
+    table.add_column("member:seed" if members else "seed", justify="right")
     _stat_columns(table)
     for entry in report["per_seed"]:
-        table.add_row(str(entry["seed"]), *_stat_cells(entry))
+        table.add_row(f"{entry['member']}:{entry['seed']}" if members else str(entry["seed"]),
+                      *_stat_cells(entry))
     table.add_section()
     table.add_row("all", *_stat_cells(report["summary"]))
     return table
@@ -132,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     try:
         report = evaluate_checkpoints(ns.paths, {name: getattr(ns, name) for name in
-                                                 SUITE_FIELDS}, ns.device)
+                                                 SUITE_FIELDS}, ns.device,
+                                      member=ns.member)
     except USER_ERRORS as e:
         print(f"fastrl.eval: error: {one_line(e)}", file=sys.stderr)
         return 2
