@@ -25,7 +25,7 @@ from fastrl.envs.source import EnvSource, env_source, worker_seeds
 from fastrl.memory.control import RunControl
 from fastrl.memory.layout import SlotLayout, trajectory_layout
 from fastrl.memory.ring import Ring
-from fastrl.memory.segments import check_shm_space
+from fastrl.memory.segments import check_shm_space, free_shm_bytes
 from fastrl.memory.weights import SharedWeights
 from fastrl.models.base import build_policy
 from fastrl.models.grouped import has_groups
@@ -214,7 +214,19 @@ class RunPlan:
         for :meth:`shm_bytes` now (every runtime but serial, which keeps the rings in its
         own memory). The supervisor checks again just before it creates the segments."""
         if self.cfg.infra.runtime != "serial":
-            check_shm_space(self.shm_bytes(), knobs=SHM_KNOBS)
+            check_shm_space(self.shm_bytes(), knobs=self._shm_knobs())
+
+    def _shm_knobs(self) -> str:
+        """The config keys that shrink :meth:`shm_bytes`; for a population, first its size,
+        with the most members that fit in what /dev/shm has free now (the rings and
+        weights grow with the members; counted per member, so the figure is never more
+        than fits)."""
+        if self.population is None:
+            return SHM_KNOBS
+        fixed = RunControl.nbytes()
+        per_member = (sum(self.shm_bytes().values()) - fixed) / self.population.size
+        fits = max(int((free_shm_bytes() - fixed) // per_member), 0)
+        return f"population.size (at most {fits} members fit now), {SHM_KNOBS}"
 
     @property
     def trains(self) -> bool:

@@ -3,9 +3,14 @@ each member's columns of a batch."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from fastrl.config import ConfigError, load_config
+from fastrl.memory import segments
+from fastrl.memory.segments import SharedMemoryFull
+from fastrl.plan import plan_run
 from fastrl.population.members import population_of
 
 pytestmark = pytest.mark.timeout(240)
@@ -45,3 +50,18 @@ def test_each_member_takes_its_columns_of_a_batch_in_its_single_runs_order():
     groups = pop.row_groups()
     assert [groups[row % len(groups)] for row in range(12)] == \
         ["member0", "member0", "member1", "member1", "member2", "member2"] * 2
+
+
+def test_a_population_too_large_for_dev_shm_names_the_most_members_that_fit(monkeypatch):
+    def plan_of(size: int):
+        return plan_run(load_config(None, [f"population.size={size}"]))
+
+    room = sum(plan_of(5).shm_bytes().values())  # /dev/shm with room for 5 members, not 6
+    st = SimpleNamespace(f_frsize=1, f_blocks=room, f_bavail=room)
+    monkeypatch.setattr(segments.os, "statvfs", lambda path: st)
+    with pytest.raises(SharedMemoryFull, match=r"reduce population.size \(at most 5 members "
+                                               r"fit now\), infra.ring_slots"):
+        plan_of(8).check_shared_memory()
+    plan_of(5).check_shared_memory()  # (the figure fits)
+    with pytest.raises(SharedMemoryFull):
+        plan_of(6).check_shared_memory()
