@@ -72,6 +72,7 @@ from fastrl.memory.layout import storage_of, trajectory_layout
 from fastrl.memory.records import describe_record, record_lines
 from fastrl.models.recurrent import core_lines, describe_core
 from fastrl.plan import RunPlan, plan_run
+from fastrl.population import describe as population_describe
 from fastrl.replay import PrioritizedReplayBuffer, ReplayBuffer
 from fastrl.selfplay import describe as selfplay_describe
 
@@ -95,6 +96,7 @@ FEATURE_PARTS: tuple[tuple[str, str | None, Part, Lines], ...] = (
     ("env", None, describe_agents, agents_lines),
     ("weights", "selfplay", selfplay_describe.part, selfplay_describe.lines),
     ("rollout", "core", describe_core, core_lines),
+    ("rollout", "population", population_describe.part, population_describe.lines),
 )
 
 

@@ -6,7 +6,6 @@ import numpy as np
 import torch
 
 from fastrl.models.actors import Actor
-from fastrl.models.numpy_actor import NumpyActorCritic
 from fastrl.population.policy import PopulationPolicy
 from fastrl.population.stacked import StackedActorCritic
 
@@ -16,9 +15,9 @@ class PopulationActor(Actor):
     from member ``k``'s random streams (``streams[k]``: a state of
     fastrl.core.process.rng_state, the one its single run's worker acts from): its numpy
     actor from a random state of its own, a torch actor from torch's, swapped in around its
-    call. With ``stacked`` (``policy``'s members computed at once,
-    fastrl.population.stacked, where they can be) one stacked forward acts for every
-    member, each drawing from its own numpy random state as its actor would."""
+    call. With ``stacked`` (:func:`acts_stacked`) one stacked forward acts for every
+    member (fastrl.population.stacked), each drawing from its own numpy random state as
+    its actor would."""
 
     def __init__(self, policy: PopulationPolicy, actors: list[Actor], streams: list[dict],
                  rows: int, stacked: bool) -> None:
@@ -26,11 +25,8 @@ class PopulationActor(Actor):
         self._numpy = [np.random.RandomState() for _ in actors]
         self._torch: list[torch.Tensor] = []
         self.restore({"population_streams": streams})
-        members = list(policy.members)
-        self._stacked = None
-        if stacked and all(isinstance(a, NumpyActorCritic) for a in actors) and \
-                StackedActorCritic.supports(members, policy.flat):
-            self._stacked = StackedActorCritic(members, policy.flat, self._numpy)
+        self._stacked = StackedActorCritic(list(policy.members), policy.flat,
+                                           self._numpy) if stacked else None
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(action, log_prob, value)`` of every member's rows, in row order."""
@@ -58,3 +54,11 @@ class PopulationActor(Actor):
             if hasattr(actor, "rng"):  # (a numpy actor draws from its own state)
                 actor.rng = rng
         self._torch = [stream["torch"].clone() for stream in streams]
+
+
+def acts_stacked(policy: PopulationPolicy, exact: bool, inference: str) -> bool:
+    """Whether a worker acts for every member of ``policy`` with one stacked forward: not
+    ``exact`` (population.exact), numpy inference (infra.worker_inference, where the
+    members' actors are numpy ones) and members the stacked forward computes."""
+    return not exact and inference == "numpy" and StackedActorCritic.supports(
+        list(policy.members), policy.flat)

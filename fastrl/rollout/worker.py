@@ -47,7 +47,7 @@ from fastrl.memory.weights import SharedWeights
 from fastrl.models.actors import random_actor
 from fastrl.models.policy import load_flat_params
 from fastrl.plan import RunPlan
-from fastrl.population.actor import PopulationActor
+from fastrl.population.actor import PopulationActor, acts_stacked
 from fastrl.resume import load_parked, park_blob
 from fastrl.rollout.collector import Collector
 from fastrl.selfplay.actor import SelfPlayActor
@@ -185,7 +185,9 @@ class RolloutWorker:
                 [self.algorithm.make_actor(self.policy.member(k), plan.act_space, s + 1,
                                            infra.worker_inference)
                  for k, s in enumerate(sampling_seeds)],
-                self.policy.streams, plan.population.rows, stacked=not cfg.population.exact)
+                self.policy.streams, plan.population.rows,
+                stacked=acts_stacked(self.policy, cfg.population.exact,
+                                     infra.worker_inference))
         else:
             self.act = self.algorithm.make_actor(self.policy, plan.act_space,
                                                  sampling_seed + 1, infra.worker_inference)

@@ -3,11 +3,13 @@ each member's columns of a batch."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
 
 from fastrl.config import ConfigError, load_config
+from fastrl.describe import describe, render
 from fastrl.memory import segments
 from fastrl.memory.segments import SharedMemoryFull
 from fastrl.plan import plan_run
@@ -65,3 +67,22 @@ def test_a_population_too_large_for_dev_shm_names_the_most_members_that_fit(monk
     plan_of(5).check_shared_memory()  # (the figure fits)
     with pytest.raises(SharedMemoryFull):
         plan_of(6).check_shared_memory()
+
+
+@pytest.mark.parametrize("exact, acting, update", [
+    ("false", "with one stacked forward", "all at once"),
+    ("true", "one member after another", "one after another (population.exact"),
+])
+def test_describe_shows_the_members_how_they_are_computed_and_their_memory(exact, acting,
+                                                                           update):
+    plan = plan_run(load_config(None, ["population.size=3", f"population.exact={exact}",
+                                       "population.vary={algo.lr: [1e-3, 2e-3, 3e-3]}"]))
+    report = describe(plan)
+    part = report["rollout"]["population"]
+    assert json.loads(json.dumps(part)) == part  # (--json prints it)
+    assert part["seeds"] == [1, 2, 3] and part["params_per_member"] * 3 == plan.num_params
+    assert part["shm_bytes_per_member"] * 3 <= sum(plan.shm_bytes().values())
+    text = " ".join(render(report).replace("│", " ").split())  # (the box's lines, joined)
+    assert "population: 3 members (seeds 1..3; algo.lr: [0.001, 0.002, 0.003]); member k " \
+           "owns rows [4k, 4k+4)" in text
+    assert f"workers act for them {acting}; the learner updates them {update}" in text
