@@ -39,3 +39,14 @@ def members_summary(results: list[dict[str, float]]) -> dict[str, float]:
     for k, r in enumerate(results):
         out.update({f"member{k}/{name}": v for name, v in r.items()})
     return out
+
+
+def member_results(summary: dict[str, float]) -> list[dict[str, float]]:
+    """Each member's own statistics of a :func:`members_summary` (its ``member<k>/*``
+    keys, unprefixed), in member order; [] for a summary of one policy."""
+    members: dict[int, dict[str, float]] = {}
+    for key, value in summary.items():
+        head, _, name = key.partition("/")
+        if name and head.startswith("member") and head[6:].isdigit():
+            members.setdefault(int(head[6:]), {})[name] = value
+    return [members[k] for k in sorted(members)]

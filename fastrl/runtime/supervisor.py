@@ -25,6 +25,7 @@ from fastrl.config import MainConfig
 from fastrl.core.files import DiskFull
 from fastrl.memory.ring import ACT_NS, ENV_NS, FILL_NS, WRITE_SEQ
 from fastrl.plan import RunPlan, plan_run
+from fastrl.population.policy import member_results
 from fastrl.runtime.base import RunState, Runtime
 from fastrl.runtime.checkpoint_evals import CheckpointEvals
 from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S, Children
@@ -59,6 +60,12 @@ class RunResult:
     timing: dict[str, dict[str, float]] = field(default_factory=dict)  # process: stage: s
     checkpoint_evals: dict[str, dict[str, float]] = field(default_factory=dict)  # by folder
     stopped: bool = False  # a stop request (signal, stop(), close(), a callback) cut it short
+
+    @property
+    def members(self) -> list[dict[str, float]]:
+        """A population's last evaluation, member by member (``eval``'s ``member<k>/*``:
+        ``members[k]["return_mean"]``, ...); [] for one member or no evaluation."""
+        return member_results(self.eval or {})
 
 
 class Supervisor:

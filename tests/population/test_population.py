@@ -14,6 +14,7 @@ from fastrl.memory import segments
 from fastrl.memory.segments import SharedMemoryFull
 from fastrl.plan import plan_run
 from fastrl.population.members import population_of
+from fastrl.population.policy import member_results, members_summary
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -86,3 +87,13 @@ def test_describe_shows_the_members_how_they_are_computed_and_their_memory(exact
     assert "population: 3 members (seeds 1..3; algo.lr: [0.001, 0.002, 0.003]); member k " \
            "owns rows [4k, 4k+4)" in text
     assert f"workers act for them {acting}; the learner updates them {update}" in text
+
+
+def test_member_results_undo_members_summary():
+    members = [{"return_mean": 10.0, "episodes": 2.0}, {"return_mean": 30.0, "episodes": 2.0},
+               {"return_mean": 20.0, "episodes": 2.0}]
+    summary = members_summary(members)
+    assert member_results(summary) == members
+    assert (summary["worst_return_mean"], summary["median_return_mean"],
+            summary["best_return_mean"]) == (10.0, 20.0, 30.0)
+    assert member_results({"return_mean": 1.0, "group/x": 2.0}) == []  # (one policy)

@@ -9,6 +9,9 @@ import pytest
 import torch
 from helpers import TINY, run_dir_of, train_main
 
+from fastrl import Trainer
+from fastrl.config import load_config
+
 pytestmark = pytest.mark.timeout(240)
 
 RUN = [*TINY, "algo.total_steps=2048", "algo.target_return=null", "log.tensorboard=false",
@@ -51,3 +54,12 @@ def test_batched_runs_repeat_and_stay_near_the_exact_one(tmp_path):
     assert _episodes(first) == _episodes(second)
     # (a few updates apart: rounding, not a different algorithm)
     assert all(torch.allclose(models[0][name], t, atol=1e-3) for name, t in models[2].items())
+
+
+def test_trainer_fit_returns_each_member_s_result(tmp_path):
+    cfg = load_config(None, [*RUN, "population.size=2", "log.eval_episodes=2",
+                             f"log.run_dir={tmp_path}"])
+    result = Trainer(cfg).fit()
+    returns = [m["return_mean"] for m in result.members]
+    assert len(returns) == 2 and result.eval["worst_return_mean"] == min(returns)
+    assert all(m["episodes"] == 2 for m in result.members)
