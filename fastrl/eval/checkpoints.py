@@ -15,10 +15,10 @@ from fastrl.checkpoint import Checkpoint, find_checkpoint
 from fastrl.config import ConfigError
 from fastrl.core.files import write_atomically
 from fastrl.envs.source import EnvSource
-from fastrl.eval.harness import EvalError, SeedSuite, evaluate_episodes
+from fastrl.eval.harness import EvalError, SeedSuite, evaluate_episodes, population_summary
 from fastrl.eval.policy import LoadedPolicy, load_policy
 from fastrl.plan import resolve_device
-from fastrl.population.policy import PopulationPolicy, members_summary
+from fastrl.population.policy import PopulationPolicy
 
 DEVICES = ("cpu", "cuda", "auto")
 # What must match for two checkpoints to be evaluated on one env: manifest key, its name.
@@ -54,7 +54,7 @@ def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
     ``algo``, ``summary`` (flat floats, :func:`~fastrl.eval.harness.summarize`) and
     ``per_seed`` (:meth:`~fastrl.eval.harness.Episodes.per_seed`). A population's (every
     member): each member evaluated, ``summary`` theirs together
-    (fastrl.population.policy.members_summary), ``per_seed`` each member's rows, with its
+    (fastrl.eval.harness.population_summary), ``per_seed`` each member's rows, with its
     ``member``."""
     policy = loaded.policy.to(device)
     population = isinstance(policy, PopulationPolicy)
@@ -66,7 +66,7 @@ def evaluate_loaded(loaded: LoadedPolicy, env: EnvSource, suite: SeedSuite,
               "global_step": loaded.checkpoint.global_step, "algo": loaded.config.algo.name}
     if not population:
         return {**result, "summary": runs[0].summary(), "per_seed": runs[0].per_seed()}
-    return {**result, "summary": members_summary([run.summary() for run in runs]),
+    return {**result, "summary": population_summary([run.summary() for run in runs]),
             "per_seed": [{"member": k, **entry} for k, run in enumerate(runs)
                          for entry in run.per_seed()]}
 

@@ -33,6 +33,7 @@ from fastrl.population.policy import PopulationPolicy, members_summary
 from fastrl.selfplay.config import SelfPlayConfig
 from fastrl.selfplay.games import baseline_of, win_rates
 from fastrl.selfplay.seats import learning_rows
+from fastrl.telemetry.aggregate import aggregate_iqm, aggregate_mean, interval_estimates
 
 # SeedSuite field: (least value accepted, its python -m fastrl.eval flag, its config key)
 SUITE_FIELDS = {
@@ -163,13 +164,35 @@ def evaluate(
     selfplay: SelfPlayConfig | None = None,
 ) -> dict[str, float]:
     """The flat summary (:func:`summarize`) of :func:`evaluate_episodes` over all episodes;
-    a population's, of each member's (fastrl.population.policy.members_summary)."""
+    a population's, of each member's (:func:`population_summary`)."""
     if isinstance(policy, PopulationPolicy):
-        return members_summary([
+        return population_summary([
             evaluate(member, env, seeds, device, max_steps, should_stop, episodes_per_seed,
                      selfplay) for member in policy.members])
     return evaluate_episodes(policy, env, seeds, device, max_steps, should_stop,
                              episodes_per_seed, selfplay).summary()
+
+
+#: bootstrap replicates of a population's aggregate intervals, and their fixed seed (the
+#: same evaluation reports the same interval)
+AGGREGATE_REPS, AGGREGATE_SEED = 10_000, 0
+
+
+def population_summary(results: list[dict[str, float]]) -> dict[str, float]:
+    """Every member's evaluation (``results[k]``: member ``k``'s summary) as one flat
+    summary (fastrl.population.policy.members_summary), with the members' mean and
+    interquartile mean of ``return_mean`` and their 95% stratified-bootstrap intervals
+    (fastrl.telemetry.aggregate): ``return_mean_ci_low`` / ``_ci_high``, ``iqm_return``,
+    ``iqm_return_ci_low`` / ``_ci_high``."""
+    out = members_summary(results)
+    estimates = interval_estimates(
+        np.array([r["return_mean"] for r in results]), {"mean": aggregate_mean,
+                                                         "iqm": aggregate_iqm},
+        reps=AGGREGATE_REPS, rng=np.random.default_rng(AGGREGATE_SEED))
+    mean, iqm = estimates["mean"], estimates["iqm"]
+    out.update(return_mean_ci_low=mean.low, return_mean_ci_high=mean.high,
+               iqm_return=iqm.value, iqm_return_ci_low=iqm.low, iqm_return_ci_high=iqm.high)
+    return out
 
 
 def reached(result: dict[str, float], target: float | None) -> bool:

@@ -238,8 +238,9 @@ class MetricsLogger:
         if self._progress:
             spread = (f"best {result['best_return_mean']:.1f}, median "
                       f"{result['median_return_mean']:.1f}, worst "
-                      f"{result['worst_return_mean']:.1f}") if "worst_return_mean" in result \
-                else f"min {result['return_min']:.0f}"
+                      f"{result['worst_return_mean']:.1f}; IQM {result['iqm_return']:.1f} "
+                      f"[{result['iqm_return_ci_low']:.1f}, {result['iqm_return_ci_high']:.1f}]"
+                      ) if "iqm_return" in result else f"min {result['return_min']:.0f}"
             self._progress.console.print(
                 f"{prefix} @ {step:,} steps: return {result['return_mean']:.1f} "
                 f"± {result['return_std']:.1f} ({spread})", soft_wrap=True)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from fastrl.config import ConfigError, load_config
 from fastrl.describe import describe, render
+from fastrl.eval.harness import population_summary
 from fastrl.memory import segments
 from fastrl.memory.segments import SharedMemoryFull
 from fastrl.plan import plan_run
@@ -97,3 +99,14 @@ def test_member_results_undo_members_summary():
     assert (summary["worst_return_mean"], summary["median_return_mean"],
             summary["best_return_mean"]) == (10.0, 20.0, 30.0)
     assert member_results({"return_mean": 1.0, "group/x": 2.0}) == []  # (one policy)
+
+
+def test_an_evaluation_of_members_holds_their_iqm_with_bootstrap_intervals():
+    returns = [10.0, 200.0, 30.0, 40.0, 500.0, 60.0, 70.0, 80.0]
+    results = [{"return_mean": r, "episodes": 2.0} for r in returns]
+    summary = population_summary(results)
+    assert summary["iqm_return"] == pytest.approx(np.mean(sorted(returns)[2:6]))
+    for name in ("iqm_return", "return_mean"):
+        assert summary[f"{name}_ci_low"] < summary[name] < summary[f"{name}_ci_high"]
+    assert summary["return_mean_ci_high"] <= max(returns)
+    assert population_summary(results) == summary  # (a fixed bootstrap seed)

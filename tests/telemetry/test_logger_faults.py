@@ -85,9 +85,10 @@ def test_console_lines_show_a_population_s_best_median_and_worst(tmp_path, monke
                          "episode/member2/return_mean": 90.0})
     logger.evaluation(1024, {"return_mean": 50.0, "return_std": 5.0, "return_min": 1.0,
                              "best_return_mean": 90.0, "median_return_mean": 45.0,
-                             "worst_return_mean": 12.0})
+                             "worst_return_mean": 12.0, "iqm_return": 47.5,
+                             "iqm_return_ci_low": 20.25, "iqm_return_ci_high": 80.0})
     logger.close()
     err = capfd.readouterr().err
     assert "return 80.0 (best 90.0, worst 10.0)" in err, err
-    assert "eval @ 1,024 steps: return 50.0 ± 5.0 (best 90.0, median 45.0, worst 12.0)" \
-        in err, err
+    assert "eval @ 1,024 steps: return 50.0 ± 5.0 (best 90.0, median 45.0, worst 12.0; IQM " \
+           "47.5 [20.2, 80.0])" in err, err
