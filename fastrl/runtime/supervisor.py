@@ -37,6 +37,7 @@ from fastrl.runtime.ray_workers import RayRuntime
 from fastrl.runtime.serial import SerialRuntime
 from fastrl.runtime.signals import StopRequests
 from fastrl.telemetry.events import RunEvents
+from fastrl.telemetry.members_plot import plot_members
 from fastrl.telemetry.metrics import MetricsLogger
 
 #: ``infra.runtime`` -> the runtime that runs it
@@ -182,6 +183,8 @@ class Supervisor:
                 raise error
             finally:
                 error = None
+        if plan.population is not None:  # (its episodes all written: the logs are closed)
+            plot_members(self.run_dir, plan.population.size)
         final = events.final or {}
         return RunResult(self.run_dir, events.step, final.get("eval") or periodic.last,
                          time.monotonic() - t0,

@@ -52,6 +52,7 @@ def test_batched_runs_repeat_and_stay_near_the_exact_one(tmp_path):
               for run in (first, second, exact)]
     assert all(torch.equal(models[0][name], t) for name, t in models[1].items())
     assert _episodes(first) == _episodes(second)
+    assert (first / "members.png").stat().st_size > 0  # (matplotlib: the test extra)
     # (a few updates apart: rounding, not a different algorithm)
     assert all(torch.allclose(models[0][name], t, atol=1e-3) for name, t in models[2].items())
 
