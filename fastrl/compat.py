@@ -103,7 +103,8 @@ class Features:
         if self.population == 1:
             return []
         given = [f"algo.name={self.algorithm.name}"] if not (
-            _trains_on_policy(self.algorithm) and self.algorithm.data is DataMode.SYNC) else []
+            _trains_on_policy(self.algorithm)
+            and self.algorithm.data in (DataMode.SYNC, DataMode.ASYNC)) else []
         given += [f"algo.policy={self.user_policy}"] if self.user_policy else []
         given += [f"algo.core={self.core}"] if self.core != NO_CORE else []
         given += [f"{key}=true" for key, on in (
@@ -180,11 +181,11 @@ PAIRS = (
          lambda f: "config key 'selfplay.enabled=true' takes a feed-forward policy; "
                    f"algo.core={f.core} is not supported with it yet"),
     Pair("population.size > 1",
-         "another algorithm than ppo and a2c, a user policy, algo.core, the normalisers, "
+         "another algorithm than ppo, a2c and appo, a user policy, algo.core, the normalisers, "
          "algo.policy_per_group, self-play, infra.runtime=ray",
          lambda f: bool(f.population_conflicts()),
          lambda f: f"config key 'population.size={f.population}' trains the built-in network "
-                   "of algo.name=ppo or a2c, feed-forward, without normalisers, one agent "
+                   "of algo.name=ppo, a2c or appo, feed-forward, without normalisers, one agent "
                    "each, on the local or serial runtime (docs/population.md); not with "
                    + ", ".join(f.population_conflicts())),
     Pair("population.size > 1", "a multi-agent env, or a policy given to fastrl.Trainer",

@@ -28,7 +28,7 @@ COMBINED = [
      "scales the batches of"),
     ([*DUEL, "algo.name=dqn"], "'selfplay.enabled=true' trains algo.name="),
     ([*DUEL, "algo.core=gru"], "takes a feed-forward policy"),
-    (["population.size=2", "algo.name=appo"], "not with algo.name=appo"),
+    (["population.size=2", "algo.name=dqn"], "not with algo.name=dqn"),
     ([*RELAY, "population.size=2"], "trains the built-in network on envs of one agent; env "),
     ([*RELAY, "algo.name=dqn"], "multi-agent envs train with the on-policy"),
     (["algo.core=gru", TRAINER_POLICY], "'algo.core=gru' is a part of the built-in network; "

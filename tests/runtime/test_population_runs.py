@@ -11,6 +11,7 @@ from helpers import TINY, run_dir_of, train_main
 
 from fastrl import Trainer
 from fastrl.config import load_config
+from fastrl.plan import plan_run
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -64,3 +65,13 @@ def test_trainer_fit_returns_each_member_s_result(tmp_path):
     returns = [m["return_mean"] for m in result.members]
     assert len(returns) == 2 and result.eval["worst_return_mean"] == min(returns)
     assert all(m["episodes"] == 2 for m in result.members)
+
+
+def test_an_appo_population_trains_every_member_on_its_rows(tmp_path):
+    run = _run(tmp_path, "algo.name=appo", "population.size=2", "algo.total_steps=4096")
+    model = torch.load(run / "model.pt", weights_only=True)["model"]
+    start = plan_run(load_config(run / "config.yaml", saved=True)).policy().state_dict()
+    for k in range(2):
+        assert _episodes(run, f"member{k}")  # (every member's envs stepped and reported)
+        weight = f"members.{k}.actor.0.weight"
+        assert not torch.equal(model[weight], start[weight])  # (and its network trained)
