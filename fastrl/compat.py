@@ -63,6 +63,8 @@ class Features:
     population: int = 1
     runtime: str = "local"
     network: tuple[str, ...] = ()
+    pbt: bool = False
+    policy_lag: int = 0
     env_id: str = ""
     agents: tuple[str, ...] | None = None
     groups: int = 0
@@ -78,7 +80,9 @@ class Features:
         return cls(algo.algorithm, algo.core, algo.policy, algo.normalize_obs,
                    algo.normalize_reward, algo.random_actions, algo.policy_per_group,
                    cfg.selfplay.enabled, cfg.population.size, cfg.infra.runtime,
-                   tuple(changed_from_default(algo, ACTOR_CRITIC_KEYS)), **env)
+                   tuple(changed_from_default(algo, ACTOR_CRITIC_KEYS)),
+                   pbt=bool(cfg.population.pbt.every_steps), policy_lag=cfg.policy_lag_bound,
+                   **env)
 
     def given(self) -> str:
         """The algorithm as the config gives it, with its user policy."""
@@ -188,6 +192,14 @@ PAIRS = (
                    "of algo.name=ppo, a2c or appo, feed-forward, without normalisers, one agent "
                    "each, on the local or serial runtime (docs/population.md); not with "
                    + ", ".join(f.population_conflicts())),
+    Pair("population.pbt.every_steps > 0",
+         "an algorithm that is not sync (appo), infra.max_policy_lag > 0",
+         lambda f: f.pbt and (f.algorithm.data is not DataMode.SYNC or f.policy_lag > 0),
+         lambda f: "config key 'population.pbt.every_steps' needs a sync algorithm without "
+                   "policy lag (ppo or a2c, infra.max_policy_lag=0), so that no slot "
+                   "collected under a copied member's old weights is in flight; not "
+                   + (f.given() if f.algorithm.data is not DataMode.SYNC else
+                      f"infra.max_policy_lag={f.policy_lag}")),
     Pair("population.size > 1", "a multi-agent env, or a policy given to fastrl.Trainer",
          lambda f: f.population > 1 and (bool(f.agents) or f.trainer_policy),
          lambda f: f"config key 'population.size={f.population}' trains the built-in network "

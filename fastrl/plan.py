@@ -32,6 +32,7 @@ from fastrl.models.grouped import has_groups
 from fastrl.models.masks import action_mask
 from fastrl.models.recurrent import state_size
 from fastrl.population.members import Population, population_of, seeded_builds, widened
+from fastrl.population.pbt import PBT
 from fastrl.population.policy import PopulationPolicy
 from fastrl.population.update import BatchedPPO, PopulationUpdate
 from fastrl.selfplay.checks import check_baseline
@@ -247,10 +248,12 @@ class RunPlan:
             lambda k: make_policy(pop.configs[k].algo, self.obs_space, self.act_space))
         return PopulationPolicy(nets, streams)
 
-    def make_update(self, policy: nn.Module, device: torch.device) -> Any:
+    def make_update(self, policy: nn.Module, device: torch.device,
+                    run_dir: str | None = None) -> Any:
         """The algorithm's update of ``policy`` (a population's: each member's, with its
         own settings, all at once where fastrl.population.update's BatchedPPO applies and
-        ``population.exact`` is off, else one member after another)."""
+        ``population.exact`` is off, else one member after another; with
+        ``population.pbt``, PBT's rounds, whose lineage goes to ``run_dir``)."""
         algorithm, pop = self.cfg.algo.algorithm, self.population
         if pop is None:
             return algorithm.make_update(self.cfg.algo, policy, self.obs_space,
@@ -259,9 +262,12 @@ class RunPlan:
                                          self.act_space, device)
                    for k, c in enumerate(pop.configs)]
         streams = [s["torch"] for s in policy.streams]
-        if not self.cfg.population.exact and BatchedPPO.supports(policy, updates):
-            return BatchedPPO(pop, policy, updates, streams)
-        return PopulationUpdate(pop, updates, streams)
+        settings = self.cfg.population
+        pbt = PBT(settings.pbt, pop.size, list(settings.vary), self.cfg.seed, run_dir) \
+            if settings.pbt.every_steps else None
+        if not settings.exact and BatchedPPO.supports(policy, updates):
+            return BatchedPPO(pop, policy, updates, streams, pbt)
+        return PopulationUpdate(pop, updates, streams, pbt)
 
     def worker_seeds(self, worker: int, incarnation: int) -> tuple[list[int], list[int]]:
         """``(env seeds, action-sampling seeds)`` of a worker: one sampling seed, or a

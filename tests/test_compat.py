@@ -29,6 +29,9 @@ COMBINED = [
     ([*DUEL, "algo.name=dqn"], "'selfplay.enabled=true' trains algo.name="),
     ([*DUEL, "algo.core=gru"], "takes a feed-forward policy"),
     (["population.size=2", "algo.name=dqn"], "not with algo.name=dqn"),
+    (["population.size=2", "algo.name=appo", "population.pbt.every_steps=512",
+      "population.vary={algo.lr: [0.001, 0.002]}"],
+     "'population.pbt.every_steps' needs a sync algorithm without policy lag"),
     ([*RELAY, "population.size=2"], "trains the built-in network on envs of one agent; env "),
     ([*RELAY, "algo.name=dqn"], "multi-agent envs train with the on-policy"),
     (["algo.core=gru", TRAINER_POLICY], "'algo.core=gru' is a part of the built-in network; "

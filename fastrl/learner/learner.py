@@ -151,7 +151,8 @@ class Learner:
         seed_everything(cfg.seed)
         self.device = torch.device(plan.device)
         self.policy = channels_last_convs(plan.policy()).to(self.device)
-        self.algo = plan.make_update(self.policy, self.device) if plan.trains else None
+        self.algo = plan.make_update(self.policy, self.device, spec.run_dir) \
+            if plan.trains else None
         self.rings, self.weights, self.control = rings, weights, control
         self.hooks = hooks
         self.timer = timer or StageTimer()

@@ -35,10 +35,11 @@ from fastrl.memory.layout import PER_ENV, SlotLayout
 from fastrl.memory.ring import Ring
 from fastrl.models.encoders import torch_dtype
 
-#: The fields the on-policy algorithms read on the device (those a slot has: core_state
-#: only a recurrent policy's, weight only a weighted one's); the others stay on the host.
+#: The fields the on-policy updates read on the device (those a slot has: core_state
+#: only a recurrent policy's, weight only a weighted one's; episode_return, a population's
+#: PBT, its members' fitness); the others stay on the host.
 DEVICE_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "log_prob", "value",
-                 "final_obs", "bootstrap_obs", "core_state", "weight")
+                 "final_obs", "bootstrap_obs", "core_state", "weight", "episode_return")
 
 
 @dataclass

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from fastrl.core.errors import ConfigError
 from fastrl.core.settings import setting
+
+
+@dataclass
+class PBTConfig:
+    """Population-based training (docs/population.md, "PBT"): every ``every_steps`` member
+    env steps, the members whose training episodes since the last round returned least
+    copy the weights and optimizer state of those that returned most, then perturb their
+    ``population.vary`` settings."""
+
+    every_steps: int = setting(0, "member env steps between PBT rounds; 0: no PBT", ge=0)
+    fraction: float = setting(0.25, "the share of members that copy in a round, and the "
+                              "share they copy from (at least one each)", gt=0, le=0.5)
+    perturb: list[float] = setting([0.8, 1.25], "factors a copied member's population.vary "
+                                   "settings are each multiplied by, one drawn per setting")
 
 
 @dataclass
@@ -24,15 +38,28 @@ class PopulationConfig:
     exact: bool = setting(False, "update and act for one member after another, so that "
                           "member k is bit-identical to its single run (slower); else all "
                           "members at once, equal up to floating-point reduction order")
+    pbt: PBTConfig = field(default_factory=PBTConfig)
 
 
 def member_config(cfg: Any, k: int) -> Any:
     """Member ``k``'s config (a fastrl.config.MainConfig): the run's with seed ``seed + k``,
     every ``population.vary`` key at its ``k``-th value, and a population of one."""
-    algo = cfg.algo
-    for key, values in cfg.population.vary.items():
-        algo = _set(algo, key.split(".")[1:], values[k])
+    algo = varied(cfg.algo, {key: values[k] for key, values in cfg.population.vary.items()})
     return replace(cfg, seed=cfg.seed + k, algo=algo, population=PopulationConfig())
+
+
+def varied(algo: Any, values: dict[str, float]) -> Any:
+    """``algo`` (an AlgoConfig) with each ``algo.``-key of ``values`` set to its value."""
+    for key, value in values.items():
+        algo = _set(algo, key.split(".")[1:], value)
+    return algo
+
+
+def value_of(algo: Any, key: str) -> float:
+    """The value of the ``algo.``-key ``key`` in ``algo``."""
+    for part in key.split(".")[1:]:
+        algo = getattr(algo, part)
+    return algo
 
 
 def _set(section: Any, path: list[str], value: float) -> Any:
@@ -71,3 +98,10 @@ def check_population(cfg: Any) -> None:
                               f"population.size={pop.size} needs one per member")
     if pop.vary and pop.size == 1:
         raise ConfigError("config key 'population.vary' needs population.size > 1")
+    pbt = pop.pbt
+    if pbt.every_steps and not pop.vary:
+        raise ConfigError(f"config key 'population.pbt.every_steps={pbt.every_steps}' needs "
+                          "population.vary: the settings PBT perturbs, one value per member")
+    if not pbt.perturb or any(not f > 0 for f in pbt.perturb):
+        raise ConfigError(f"config key 'population.pbt.perturb={pbt.perturb}' takes factors "
+                          "> 0, at least one")

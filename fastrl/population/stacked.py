@@ -156,6 +156,13 @@ class StackedAdam:
                 beta2=self.betas[1], weight_decay=0.0, eps=self.eps, maximize=False,
                 grad_scale=None, found_inf=None)
 
+    @torch.no_grad()
+    def copy_row(self, member: int, source: int) -> None:
+        """Member ``member`` takes ``source``'s parameters, moments and step count."""
+        for t in (self.params, self.exp_avg, self.exp_avg_sq):
+            t[member].copy_(t[source])
+        self.steps[member].copy_(self.steps[source])
+
     def state_dict(self) -> dict:
         """The moments and step counts."""
         return {"exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(),

@@ -23,6 +23,7 @@ from fastrl.algos.ppo import (
 )
 from fastrl.memory.layout import PER_ENV
 from fastrl.population.members import Population
+from fastrl.population.pbt import PBT
 from fastrl.population.stacked import StackedActorCritic, StackedAdam, StackedGrad
 
 
@@ -34,8 +35,8 @@ class PopulationUpdate:
     update."""
 
     def __init__(self, population: Population, updates: list[Any],
-                 streams: list[torch.Tensor]) -> None:
-        self.population, self.updates = population, updates
+                 streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
+        self.population, self.updates, self.pbt = population, updates, pbt
         self.streams = [s.clone() for s in streams]
         self._columns: dict[tuple[int, torch.device], list[torch.Tensor]] = {}
 
@@ -58,29 +59,66 @@ class PopulationUpdate:
         member_step = step // pop.size
         columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
         per_member = []
-        for k, (update, cfg) in enumerate(zip(self.updates, pop.configs)):
+        for k, update in enumerate(self.updates):
             mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[k])
                     for name, t in batch.items()}
-            algo = cfg.algo
+            algo = update.cfg
             rate = annealed(algo.lr, algo.anneal_lr, member_step, algo.total_steps)
             torch.set_rng_state(self.streams[k])
             per_member.append(update.update(mine, rate, member_step))
             self.streams[k] = torch.get_rng_state()
+        self._pbt_round(batch, columns, member_step)
         out = {name: torch.stack([s[name] for s in per_member]).mean()
                for name in per_member[0]}
         for k, stats in enumerate(per_member):
             out.update({f"member{k}/{name}": v for name, v in stats.items()})
         return out
 
+    def _pbt_round(self, batch: dict[str, torch.Tensor], columns: list[torch.Tensor],
+                   member_step: int) -> None:
+        """With PBT: note the batch's episodes, and make the round's copies if one is due
+        (fastrl.population.pbt)."""
+        if self.pbt is None:
+            return
+        self.pbt.observe(batch, columns)
+        for copy in self.pbt.round(member_step, [u.cfg for u in self.updates]):
+            self._copy_member(copy.member, copy.source)
+            self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg, copy)
+
+    def _copy_member(self, member: int, source: int) -> None:
+        """Member ``member`` takes ``source``'s weights and optimizer state."""
+        dst, src = self.updates[member], self.updates[source]
+        with torch.no_grad():
+            for a, b in zip(dst.policy.parameters(), src.policy.parameters(), strict=True):
+                a.copy_(b)
+        dst.optimizer.load_state_dict(src.optimizer.state_dict())
+
+    def _replay_lineage(self) -> None:
+        """The members' settings after a checkpoint's copies (its lineage, in order)."""
+        for copy in self.pbt.lineage:
+            self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg, copy)
+
+    def pbt_state(self) -> dict:
+        """PBT's state, where there is PBT."""
+        return {} if self.pbt is None else {"pbt": self.pbt.state_dict()}
+
+    def load_pbt_state(self, state: dict) -> None:
+        """Restore :meth:`pbt_state`: the rounds, and the settings the lineage left."""
+        if self.pbt is not None:
+            self.pbt.load_state_dict(state["pbt"])
+            self._replay_lineage()
+
     def state_dict(self) -> dict:
-        """Every member's update state and random stream."""
-        return {"members": [u.state_dict() for u in self.updates], "streams": self.streams}
+        """Every member's update state and random stream (and PBT's)."""
+        return {"members": [u.state_dict() for u in self.updates], "streams": self.streams,
+                **self.pbt_state()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`."""
         for update, member in zip(self.updates, state["members"]):
             update.load_state_dict(member)
         self.streams = [s.clone() for s in state["streams"]]
+        self.load_pbt_state(state)
 
 
 @dataclass(frozen=True)
@@ -116,12 +154,11 @@ class BatchedPPO(PopulationUpdate):
     run does, up to floating-point reduction order (tests/population/test_batched.py)."""
 
     def __init__(self, population: Population, policy: Any, updates: list[Any],
-                 streams: list[torch.Tensor]) -> None:
-        super().__init__(population, updates, streams)
+                 streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
+        super().__init__(population, updates, streams, pbt)
         self.grad = StackedGrad(list(policy.members), policy.flat)
         group = updates[0].optimizer.param_groups[0]
         self.adam = StackedAdam(policy.flat, self.grad.grads, group["betas"], group["eps"])
-        self.coef = Coefficients.of([u.cfg for u in updates])
 
     @staticmethod
     def supports(policy: Any, updates: list[Any]) -> bool:
@@ -137,11 +174,13 @@ class BatchedPPO(PopulationUpdate):
         """Every member's update on its columns of ``batch`` at once (``lr`` unused: each
         member anneals its own); statistics as :meth:`PopulationUpdate.update`'s."""
         member_step = step // self.population.size
-        data, explained = self._member_data(batch)
+        columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
+        data, explained = self._member_data(batch, columns)
         cfg = self.updates[0].cfg  # (epochs and minibatches: not varied, shared)
         lrs = [annealed(u.cfg.lr, u.cfg.anneal_lr, member_step, u.cfg.total_steps)
                for u in self.updates]
         clip = per_member([u.clip_coef(member_step) for u in self.updates])
+        coef = Coefficients.of([u.cfg for u in self.updates])  # (PBT changes them)
         n = data["x"].shape[-1]
         mb_size, whole = n // cfg.num_minibatches, cfg.num_minibatches == 1
         measured = []
@@ -149,12 +188,13 @@ class BatchedPPO(PopulationUpdate):
             order = None if whole else self._permutations(n)
             for start in range(0, n, mb_size):
                 mb = data if order is None else _taken(data, order[:, start:start + mb_size])
-                stats = numpy_ppo_backward(self.grad, mb, clip, self.coef, not whole,
+                stats = numpy_ppo_backward(self.grad, mb, clip, coef, not whole,
                                            epoch == cfg.update_epochs - 1)
-                norm = clip_numpy_grads(self.grad.bind_grads(), self.coef.max_grad_norm)
+                norm = clip_numpy_grads(self.grad.bind_grads(), coef.max_grad_norm)
                 self.adam.step(lrs)
                 if stats is not None:
                     measured.append(np.concatenate([stats, norm[:, None]], 1))
+        self._pbt_round(batch, columns, member_step)
         stats = dict(zip(STAT_NAMES, torch.from_numpy(np.mean(measured, 0)).T))
         stats["explained_variance"] = torch.stack(explained)
         out = {name: v.mean() for name, v in stats.items()}
@@ -162,12 +202,12 @@ class BatchedPPO(PopulationUpdate):
             out.update({f"member{k}/{name}": v[k] for name, v in stats.items()})
         return out
 
-    def _member_data(self, batch: dict[str, torch.Tensor]
+    def _member_data(self, batch: dict[str, torch.Tensor], columns: list[torch.Tensor]
                      ) -> tuple[dict[str, np.ndarray], list[torch.Tensor]]:
-        """Every member's transitions as its numpy step reads them (advantages normalised
-        over the whole batch where one minibatch takes it), stacked ``[K, ...]``; and
-        each member's explained variance."""
-        columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
+        """Every member's transitions (member ``k``'s: its ``columns[k]`` of the batch) as
+        its numpy step reads them (advantages normalised over the whole batch where one
+        minibatch takes it), stacked ``[K, ...]``; and each member's explained
+        variance."""
         parts, explained = [], []
         for k, update in enumerate(self.updates):
             mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[k])
@@ -191,14 +231,20 @@ class BatchedPPO(PopulationUpdate):
             self.streams[k] = torch.get_rng_state()
         return np.stack(orders)
 
+    def _copy_member(self, member: int, source: int) -> None:
+        """Member ``member`` takes ``source``'s weights and Adam state (rows of the stacked
+        tensors)."""
+        self.adam.copy_row(member, source)
+
     def state_dict(self) -> dict:
-        """Every member's Adam state and random stream."""
-        return {"adam": self.adam.state_dict(), "streams": self.streams}
+        """Every member's Adam state and random stream (and PBT's)."""
+        return {"adam": self.adam.state_dict(), "streams": self.streams, **self.pbt_state()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`."""
         self.adam.load_state_dict(state["adam"])
         self.streams = [s.clone() for s in state["streams"]]
+        self.load_pbt_state(state)
 
 
 def _taken(data: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:

@@ -66,9 +66,10 @@ def test_sigterm_then_resume_continues_the_learning_curve(launch, tmp_path, capf
     pytest.param(2, ("env.id=fastrl/Duel-v0", "selfplay.enabled=true",
                      "selfplay.snapshot_every=2", "selfplay.pool_size=3",
                      "selfplay.latest_prob=0.2"), id="2-selfplay"),
-    # a population: every member's optimizer, random streams and rows, computed at once
-    pytest.param(2, ("population.size=2", "population.vary={algo.lr: [0.001, 0.002]}"),
-                 id="2-population"),
+    # a population: every member's optimizer, random streams and rows, computed at once,
+    # and PBT's rounds, lineage and the settings it left
+    pytest.param(2, ("population.size=2", "population.vary={algo.lr: [0.001, 0.002]}",
+                     "population.pbt.every_steps=128"), id="2-population-pbt"),
 ])
 def test_stop_and_resume_gives_bit_identical_weights(workers, overrides, launch, tmp_path,
                                                      straight_run, capfd):
