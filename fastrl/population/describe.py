@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ def part(plan: Any) -> dict[str, Any] | None:
             "exact": cfg.population.exact, "batched_update": batched,
             "stacked_acting": acts_stacked(policy, cfg.population.exact,
                                            cfg.infra.worker_inference),
+            "pbt": asdict(cfg.population.pbt) if cfg.population.pbt.every_steps else None,
             "params_per_member": plan.num_params // pop.size,
             "shm_bytes_per_member": (cfg.infra.num_workers * plan.ring_bytes
                                      + plan.weights_bytes) // pop.size}
@@ -44,4 +46,7 @@ def lines(pop: dict[str, Any]) -> list[str]:
                                          "one after another") +
         (" (population.exact: each bit-identical to its single run)" if pop["exact"] else ""),
         f"  per member: {pop['params_per_member']:,} params, "
-        f"{human_bytes(pop['shm_bytes_per_member'])} of shared memory"]
+        f"{human_bytes(pop['shm_bytes_per_member'])} of shared memory",
+        *([f"  PBT every {pbt['every_steps']:,} member steps: the bottom {pbt['fraction']:.0%} "
+           f"copy the top {pbt['fraction']:.0%}, perturbing {', '.join(pop['vary'])} by "
+           f"{pbt['perturb']}; lineage in members.csv"] if (pbt := pop["pbt"]) else [])]

@@ -89,6 +89,12 @@ def test_describe_shows_the_members_how_they_are_computed_and_their_memory(exact
     assert "population: 3 members (seeds 1..3; algo.lr: [0.001, 0.002, 0.003]); member k " \
            "owns rows [4k, 4k+4)" in text
     assert f"workers act for them {acting}; the learner updates them {update}" in text
+    assert part["pbt"] is None and "PBT" not in text
+    pbt = describe(plan_run(load_config(None, ["population.size=3", "population.vary={algo.lr: "
+                                               "[1e-3, 2e-3, 3e-3]}",
+                                               "population.pbt.every_steps=5000"])))
+    assert "PBT every 5,000 member steps: the bottom 25% copy the top 25%, perturbing " \
+           "algo.lr by [0.8, 1.25]" in " ".join(render(pbt).replace("│", " ").split())
 
 
 def test_member_results_undo_members_summary():
