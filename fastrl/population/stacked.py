@@ -56,9 +56,12 @@ def stacked_views(flat: np.ndarray, member: nn.Module) -> dict[str, np.ndarray]:
             for name, offset, p in _layout(member)[0]}
 
 
-def _stacked_mlp(seq: nn.Sequential, views: dict[str, np.ndarray], prefix: str) -> NumpyMLP:
-    names = [f"{prefix}.{i}" for i, m in enumerate(seq) if isinstance(m, nn.Linear)]
-    return NumpyMLP(seq, [(views[f"{n}.weight"], views[f"{n}.bias"]) for n in names])
+def _linear_views(seq: nn.Sequential, views: dict[str, np.ndarray],
+                  prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(weight, bias)`` of each Linear layer of ``seq`` (the module ``prefix`` of a
+    member), stacked: from ``views`` (:func:`stacked_views`)."""
+    return [(views[f"{prefix}.{i}.weight"], views[f"{prefix}.{i}.bias"])
+            for i, m in enumerate(seq) if isinstance(m, nn.Linear)]
 
 
 def views_flat(members: list[nn.Module], flat: torch.Tensor) -> bool:
@@ -78,8 +81,9 @@ class StackedActorCritic(NumpyActorCritic):
                  rngs: list[np.random.RandomState]) -> None:
         super().__init__(members[0])
         views = stacked_views(flat.numpy(), members[0])
-        self.actor = _stacked_mlp(members[0].actor, views, "actor")
-        self.critic = _stacked_mlp(members[0].critic, views, "critic")
+        self.actor = NumpyMLP(members[0].actor, _linear_views(members[0].actor, views, "actor"))
+        self.critic = NumpyMLP(members[0].critic,
+                               _linear_views(members[0].critic, views, "critic"))
         if self.continuous:
             self._log_std = views["log_std"][..., None]
         self.members, self.rngs = len(members), rngs
@@ -116,19 +120,13 @@ class StackedGrad(NumpyGrad):
         self._saved = ()
         self.grads = torch.zeros_like(flat)
         views = stacked_views(self.grads.numpy(), members[0])
-        self._actor_grads = _layer_grads(members[0].actor, views, "actor")
-        self._critic_grads = _layer_grads(members[0].critic, views, "critic")
+        self._actor_grads = _linear_views(members[0].actor, views, "actor")
+        self._critic_grads = _linear_views(members[0].critic, views, "critic")
         self._log_std_grad = views.get("log_std")
 
     def bind_grads(self) -> list[np.ndarray]:
         """The gradients, ``[K, P]`` (bound once, at construction)."""
         return [self.grads.numpy()]
-
-
-def _layer_grads(seq: nn.Sequential, views: dict[str, np.ndarray],
-                 prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [(views[f"{prefix}.{i}.weight"], views[f"{prefix}.{i}.bias"])
-            for i, m in enumerate(seq) if isinstance(m, nn.Linear)]
 
 
 class StackedAdam:

@@ -23,7 +23,7 @@ from fastrl.algos.ppo import (
 )
 from fastrl.memory.layout import PER_ENV
 from fastrl.population.members import Population
-from fastrl.population.pbt import PBT
+from fastrl.population.pbt import PBT, Copy
 from fastrl.population.stacked import StackedActorCritic, StackedAdam, StackedGrad
 
 
@@ -32,7 +32,8 @@ class PopulationUpdate:
     its config's settings). :meth:`update` hands each its columns of the batch, its
     learning rate and its own env step, as its single run would; member ``k`` draws from
     torch's random state ``streams[k]`` (its minibatch order), swapped in around its
-    update."""
+    update. With ``pbt`` (fastrl.population.pbt) each update ends with PBT's round where
+    one is due: copies of members' weights, optimizer state and settings."""
 
     def __init__(self, population: Population, updates: list[Any],
                  streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
@@ -83,7 +84,11 @@ class PopulationUpdate:
         self.pbt.observe(batch, columns)
         for copy in self.pbt.round(member_step, [u.cfg for u in self.updates]):
             self._copy_member(copy.member, copy.source)
-            self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg, copy)
+            self._take_settings(copy)
+
+    def _take_settings(self, copy: Copy) -> None:
+        """A copied member's settings: its source's, perturbed as ``copy`` says."""
+        self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg, copy)
 
     def _copy_member(self, member: int, source: int) -> None:
         """Member ``member`` takes ``source``'s weights and optimizer state."""
@@ -96,7 +101,7 @@ class PopulationUpdate:
     def _replay_lineage(self) -> None:
         """The members' settings after a checkpoint's copies (its lineage, in order)."""
         for copy in self.pbt.lineage:
-            self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg, copy)
+            self._take_settings(copy)
 
     def pbt_state(self) -> dict:
         """PBT's state, where there is PBT."""
