@@ -112,8 +112,6 @@ class Features:
         given += [f"algo.policy={self.user_policy}"] if self.user_policy else []
         given += [f"algo.core={self.core}"] if self.core != NO_CORE else []
         given += [f"{key}=true" for key, on in (
-            ("algo.normalize_obs", self.normalize_obs),
-            ("algo.normalize_reward", self.normalize_reward),
             ("algo.policy_per_group", self.policy_per_group),
             ("selfplay.enabled", self.selfplay)) if on]
         given += [f"infra.runtime={self.runtime}"] if self.runtime == "ray" else []
@@ -185,11 +183,11 @@ PAIRS = (
          lambda f: "config key 'selfplay.enabled=true' takes a feed-forward policy; "
                    f"algo.core={f.core} is not supported with it yet"),
     Pair("population.size > 1",
-         "another algorithm than ppo, a2c and appo, a user policy, algo.core, the normalisers, "
+         "another algorithm than ppo, a2c and appo, a user policy, algo.core, "
          "algo.policy_per_group, self-play, infra.runtime=ray",
          lambda f: bool(f.population_conflicts()),
          lambda f: f"config key 'population.size={f.population}' trains the built-in network "
-                   "of algo.name=ppo, a2c or appo, feed-forward, without normalisers, one agent "
+                   "of algo.name=ppo, a2c or appo, feed-forward, one agent "
                    "each, on the local or serial runtime (docs/population.md); not with "
                    + ", ".join(f.population_conflicts())),
     Pair("population.pbt.every_steps > 0",

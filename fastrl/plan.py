@@ -189,6 +189,15 @@ class RunPlan:
         of fastrl.learner.learner): self-play's pool publisher, given its ``pool``."""
         return [] if pool is None else [PoolPublisher(pool, self.cfg.selfplay.snapshot_every)]
 
+    def return_groups(self) -> tuple[list[float], np.ndarray]:
+        """``(gammas, groups)`` of ``algo.normalize_reward``'s return statistics
+        (fastrl.learner.reward_scale): the group of each row of a slot, and each group's
+        discount. One group of every row; a population's members, one each."""
+        pop = self.population
+        if pop is None:
+            return [self.cfg.algo.gamma], np.zeros(self.cfg.infra.envs_per_worker, np.intp)
+        return [c.algo.gamma for c in pop.configs], np.repeat(np.arange(pop.size), pop.rows)
+
     @property
     def episode_groups(self) -> tuple[str, ...]:
         """The group of each row of an env, reported apart (a multi-agent env's agent
@@ -246,7 +255,7 @@ class RunPlan:
         nets, streams = seeded_builds(
             seeds or [c.seed for c in pop.configs],
             lambda k: make_policy(pop.configs[k].algo, self.obs_space, self.act_space))
-        return PopulationPolicy(nets, streams)
+        return PopulationPolicy(nets, streams, pop)
 
     def make_update(self, policy: nn.Module, device: torch.device,
                     run_dir: str | None = None) -> Any:

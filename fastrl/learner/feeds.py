@@ -190,7 +190,7 @@ class OnPolicyFeed(FeedDefaults):
         self.weights, self.schedule = weights, plan.schedule
         self.device, self.window, self.timer = device, window, timer
         self.stager = make_stager(plan.layout, device, cfg.infra.staging_depth)
-        self.reward_scale = ReturnScale(cfg.total_envs, cfg.algo.gamma) \
+        self.reward_scale = ReturnScale(cfg.total_envs, *plan.return_groups()) \
             if cfg.algo.normalize_reward else None
         self.dropped_slots = 0
         self._ahead: Batch | None = None  # the next batch, staged while an update ran
@@ -260,13 +260,17 @@ class OnPolicyFeed(FeedDefaults):
                 observe_observations(self.policy, weighted_rows(data["obs"],
                                                                 data.get("weight")))
             if self.reward_scale:
-                data = {**data, "reward": data["reward"] * self._reward_factor(staged.host)}
+                reward = data["reward"]
+                data = {**data, "reward": reward * torch.as_tensor(
+                    self._reward_factor(staged.host), dtype=reward.dtype, device=reward.device)}
             stats = self.update.update(data, lr, self._step)
             staged.done()
         return stats
 
-    def _reward_factor(self, host: dict[str, np.ndarray]) -> float:
-        """Fold a batch's rewards into the return statistics; the factor to scale them by."""
+    def _reward_factor(self, host: dict[str, np.ndarray]) -> float | np.ndarray:
+        """Fold a batch's rewards into the return statistics; the factor to scale them by
+        (one per column where a slot's rows have groups of their own:
+        :meth:`~fastrl.plan.RunPlan.return_groups`)."""
         return self.reward_scale.update(host["reward"], host["terminated"] | host["truncated"],
                                         host["env_id"], self.cfg.infra.envs_per_worker,
                                         host.get("weight"))

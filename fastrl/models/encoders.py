@@ -178,7 +178,11 @@ def obs_features(obs_space: spaces.Space, normalize: bool = False) -> nn.Module:
 
 def observe_observations(model: nn.Module, obs: torch.Tensor) -> None:
     """Update every observation normaliser inside ``model`` with a batch of observations
-    (the learner's, before it trains on them)."""
+    (the learner's, before it trains on them); a model whose parts each take their own
+    rows of the batch (``observe_rows``: a population's members) hands them out itself."""
+    if hasattr(model, "observe_rows"):
+        model.observe_rows(obs)
+        return
     inside = {id(m) for r in model.modules() if isinstance(r, RecordEncoder)
               for m in r.encoders.modules()}
     for module in model.modules():

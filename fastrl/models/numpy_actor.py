@@ -183,10 +183,8 @@ class NumpyActorCritic(Actor):
         if self._in_parts:
             return self._part_features(obs)
         x = obs.reshape(len(obs), self._size)
-        if self._norm is not None:  # as RunningNorm.forward
-            mean, var = self._norm
-            x = (x - mean) * (1.0 / np.sqrt(var + np.float32(1e-8)))
-            np.clip(x, -NORM_CLIP, NORM_CLIP, out=x)
+        if self._norm is not None:
+            x = standardized(x, *self._norm)
         return np.ascontiguousarray(x.T, np.float32)
 
     def _part_features(self, obs: np.ndarray) -> np.ndarray:
@@ -236,6 +234,13 @@ class NumpyActorCritic(Actor):
     def _draw(self, kind: str, shape: tuple[int, ...]) -> np.ndarray:
         """Samples of ``rng``'s distribution ``kind`` (a RandomState method's name)."""
         return getattr(self.rng, kind)(shape)
+
+
+def standardized(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Features ``x`` ``[..., size]`` standardised by running statistics ``mean`` and
+    ``var`` (broadcast against them) and clipped, as RunningNorm.forward does."""
+    x = (x - mean) * (1.0 / np.sqrt(var + np.float32(1e-8)))
+    return np.clip(x, -NORM_CLIP, NORM_CLIP, out=x)
 
 
 def numpy_actor(policy: nn.Module) -> Actor | None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from torch import nn
 
+from fastrl.models.encoders import observe_observations
+from fastrl.population.members import Population
 from fastrl.population.stacked import stack_parameters
 
 
@@ -16,11 +19,22 @@ class PopulationPolicy(nn.Module):
     are the random states the members' builds left
     (fastrl.population.members.seeded_builds), where the learner's updates continue."""
 
-    def __init__(self, members: list[nn.Module], streams: list[dict]) -> None:
+    def __init__(self, members: list[nn.Module], streams: list[dict],
+                 population: Population) -> None:
         super().__init__()
         self.flat = stack_parameters(members)  # (not a parameter: the members' are views)
         self.members = nn.ModuleList(members)
-        self.streams = streams
+        self.streams, self.population = streams, population
+
+    def observe_rows(self, obs: torch.Tensor) -> None:
+        """Fold a time-major batch of observations ``[T, N, ...]`` into each member's
+        normalisers: member ``k``'s columns, in its single run's order
+        (fastrl.models.encoders.observe_observations)."""
+        pop = self.population
+        slots = obs.shape[1] // (pop.size * pop.rows)
+        for k, member in enumerate(self.members):
+            observe_observations(member, obs.index_select(
+                1, pop.columns(k, slots).to(obs.device)))
 
     def member(self, k: int) -> nn.Module:
         """Member ``k``'s network."""

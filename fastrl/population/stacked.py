@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from fastrl.models.encoders import ObsFeatures
-from fastrl.models.numpy_actor import NumpyActorCritic, NumpyMLP
+from fastrl.models.numpy_actor import NumpyActorCritic, NumpyMLP, standardized
 from fastrl.models.numpy_grad import NumpyGrad
 
 #: where each parameter starts in a row, and the row's length, in multiples of 64 bytes (as
@@ -86,20 +86,25 @@ class StackedActorCritic(NumpyActorCritic):
                                _linear_views(members[0].critic, views, "critic"))
         if self.continuous:
             self._log_std = views["log_std"][..., None]
+        if self._norm is not None:  # (each member's running statistics, [K, 1, size])
+            self._norm = tuple(views[f"_features.norm.{n}"][:, None] for n in ("mean", "var"))
         self.members, self.rngs = len(members), rngs
 
     @staticmethod
     def supports(members: list[nn.Module], flat: torch.Tensor) -> bool:
         """True for members :class:`NumpyActorCritic` computes over plain Box
-        observations, without an action mask, their parameters views of ``flat``."""
+        observations (standardised or not), without an action mask, their parameters views
+        of ``flat``."""
         return views_flat(members, flat) and all(
             NumpyActorCritic.supports(m) and type(m._features) is ObsFeatures
-            and not m._features._one_hot and m._features.norm is None
-            and m.legal_actions is None for m in members)
+            and not m._features._one_hot and m.legal_actions is None for m in members)
 
     def features(self, obs: np.ndarray) -> np.ndarray:
-        """Observations ``[K*rows, *obs]`` as float32 features ``[K, size, rows]``."""
+        """Observations ``[K*rows, *obs]`` as float32 features ``[K, size, rows]``, each
+        member's standardised by its own statistics where it keeps them."""
         x = obs.reshape(self.members, len(obs) // self.members, self._size)
+        if self._norm is not None:
+            x = standardized(x, *self._norm)
         return np.ascontiguousarray(x.swapaxes(1, 2), np.float32)
 
     def _draw(self, kind: str, shape: tuple[int, ...]) -> np.ndarray:

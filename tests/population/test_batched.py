@@ -23,8 +23,20 @@ VARIED = ["population.size=3", "algo.num_minibatches=2", "algo.update_epochs=3",
           "algo.clip_coef: [0.1, 0.2, 0.3], algo.gamma: [0.9, 0.99, 0.999]}"]
 
 
-#: Discrete actions and Box ones
-ENVS = [[], ["env.id=Pendulum-v1", "algo.target_return=null"]]
+#: Discrete actions, Box ones, and Box ones from standardised observations
+ENVS = [[], ["env.id=Pendulum-v1", "algo.target_return=null"],
+        ["env.id=Pendulum-v1", "algo.target_return=null", "algo.normalize_obs=true"]]
+
+
+def _with_statistics(policy) -> None:
+    """Give each member's observation normaliser (where it has one) statistics of its
+    own, as training would."""
+    for k, member in enumerate(policy.members):
+        norm = member._features.norm
+        if norm is not None:
+            with torch.no_grad():
+                norm.mean.copy_(torch.linspace(-1.0, 1.0, len(norm.mean)) * (k + 1))
+                norm.var.copy_(torch.full_like(norm.var, 0.5 + k))
 
 
 def _plan(*overrides: str):
@@ -36,6 +48,8 @@ def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
     plan = _plan(*env)
     exact_policy = plan.policy()
     batched_policy = plan.policy()  # (the same seeds: the same members)
+    for policy in (exact_policy, batched_policy):
+        _with_statistics(policy)
     device = torch.device("cpu")
     exact = PopulationUpdate(plan.population, [
         plan.cfg.algo.algorithm.make_update(c.algo, exact_policy.member(k), plan.obs_space,
@@ -63,6 +77,7 @@ def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
 def test_one_stacked_forward_acts_as_each_members_actor(env):
     plan = _plan(*env)
     policy, rows = plan.policy(), plan.population.rows
+    _with_statistics(policy)
     actors = [numpy_actor(policy.member(k)) for k in range(plan.population.size)]
     stacked, looped = (PopulationActor(policy, actors, policy.streams, rows, stacked=s)
                        for s in (True, False))

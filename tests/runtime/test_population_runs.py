@@ -32,11 +32,15 @@ def _episodes(run, group: str | None = None, scale: int = 1) -> list[tuple]:
             if group is None or r["group"] == group]
 
 
-def test_exact_members_are_their_single_runs(tmp_path):
-    pop = _run(tmp_path / "pop", "population.size=2", "population.exact=true", "seed=5")
+@pytest.mark.parametrize("normalisers", [(), ("algo.normalize_obs=true",
+                                                "algo.normalize_reward=true")],
+                         ids=["plain", "normalisers"])
+def test_exact_members_are_their_single_runs(tmp_path, normalisers):
+    pop = _run(tmp_path / "pop", "population.size=2", "population.exact=true", "seed=5",
+               *normalisers)
     model = torch.load(pop / "model.pt", weights_only=True)["model"]
     for k in range(2):
-        single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}")
+        single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}", *normalisers)
         theirs = torch.load(single / "model.pt", weights_only=True)["model"]
         assert all(torch.equal(model[f"members.{k}.{name}"], t) for name, t in theirs.items())
         mine = _episodes(pop, f"member{k}", scale=2)
