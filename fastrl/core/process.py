@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -102,13 +103,24 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def numpy_state(rng: Any = np.random) -> tuple:
+    """The state of a numpy random state (default: the global one) as plain containers."""
+    name, keys, pos, has_gauss, gauss = rng.get_state()
+    return name, keys.tolist(), pos, has_gauss, gauss
+
+
+def set_numpy_state(state: tuple, rng: Any = np.random) -> None:
+    """Restore what :func:`numpy_state` returned (or ``get_state``'s own form)."""
+    name, keys, pos, has_gauss, gauss = state
+    rng.set_state((name, np.asarray(keys, np.uint32), pos, has_gauss, gauss))
+
+
 def rng_state() -> dict:
     """This process's python, numpy, torch (and CUDA) RNG states, as plain containers and
     tensors (``torch.load(weights_only=True)`` reads them back)."""
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
     return {
         "python": random.getstate(),
-        "numpy": (name, keys.tolist(), pos, has_gauss, gauss),
+        "numpy": numpy_state(),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
@@ -117,8 +129,7 @@ def rng_state() -> dict:
 def set_rng_state(state: dict) -> None:
     """Restore what :func:`rng_state` returned."""
     random.setstate(state["python"])
-    name, keys, pos, has_gauss, gauss = state["numpy"]
-    np.random.set_state((name, np.array(keys, np.uint32), pos, has_gauss, gauss))
+    set_numpy_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if state["cuda"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

@@ -13,7 +13,7 @@ from fastrl.checkpoint import Checkpoint, CheckpointError, find_checkpoint
 from fastrl.config import MainConfig, load_config
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
-from fastrl.population.policy import PopulationPolicy
+from fastrl.population.policy import PopulationPolicy, member_results
 from fastrl.resume import check_resumable
 
 
@@ -66,11 +66,11 @@ def chosen_member(model: torch.nn.Module, member: str, last_eval: dict | None) -
     size = len(model.members)
     accepted = f"a member 0..{size - 1}, or best"
     if member == "best":
-        returns = [(last_eval or {}).get(f"member{k}/return_mean") for k in range(size)]
-        if None in returns:
+        evaluated = member_results(last_eval or {})
+        if len(evaluated) != size:
             raise CheckpointError("member 'best': the checkpoint holds no evaluation of its "
                                   f"members to rank them by; name {accepted[2:]}")
-        return int(np.argmax(returns))
+        return int(np.argmax([m["return_mean"] for m in evaluated]))
     if not member.isdigit() or int(member) >= size:
         raise CheckpointError(f"member {member!r}: this population has {accepted}")
     return int(member)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fastrl.core.process import numpy_state, set_numpy_state
 from fastrl.models.actors import Actor
 from fastrl.population.policy import PopulationPolicy
 from fastrl.population.stacked import StackedActorCritic
@@ -42,15 +43,14 @@ class PopulationActor(Actor):
     def state(self) -> dict:
         """Every member's streams."""
         return {"population_streams": [
-            {"numpy": rng.get_state(), "torch": t} for rng, t in zip(self._numpy, self._torch)]}
+            {"numpy": numpy_state(rng), "torch": t} for rng, t in zip(self._numpy, self._torch)]}
 
     def restore(self, state: dict) -> None:
         """Continue every member's streams (:meth:`state`, or the states the members'
         builds left)."""
         streams = state["population_streams"]
         for rng, stream, actor in zip(self._numpy, streams, self.actors):
-            name, keys, pos, has_gauss, gauss = stream["numpy"]
-            rng.set_state((name, np.asarray(keys, np.uint32), pos, has_gauss, gauss))
+            set_numpy_state(stream["numpy"], rng)
             if hasattr(actor, "rng"):  # (a numpy actor draws from its own state)
                 actor.rng = rng
         self._torch = [stream["torch"].clone() for stream in streams]

@@ -36,9 +36,8 @@ class Population:
     def columns(self, k: int, slots: int) -> torch.Tensor:
         """Member ``k``'s columns of a batch of ``slots`` slots side by side (``[T,
         slots * K * rows]``), in the order of the single run's batch."""
-        width = self.size * self.rows
-        return torch.tensor([s * width + k * self.rows + j for s in range(slots)
-                             for j in range(self.rows)])
+        starts = torch.arange(slots)[:, None] * (self.size * self.rows) + k * self.rows
+        return (starts + torch.arange(self.rows)).flatten()
 
     def worker_seeds(self, worker: int, incarnation: int) -> tuple[list[int], list[int]]:
         """``(env seeds, sampling seeds)`` of worker ``worker``: every member's env seeds

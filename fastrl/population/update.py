@@ -27,6 +27,14 @@ from fastrl.population.pbt import PBT, Copy
 from fastrl.population.stacked import StackedActorCritic, StackedAdam, StackedGrad
 
 
+def member_batch(batch: dict[str, torch.Tensor], columns: torch.Tensor
+                 ) -> dict[str, torch.Tensor]:
+    """A member's part of a learner batch: its ``columns`` of every field (the per-env
+    fields' rows), the batch its single run would train on."""
+    return {name: t.index_select(0 if name in PER_ENV else 1, columns)
+            for name, t in batch.items()}
+
+
 class PopulationUpdate:
     """``updates[k]`` is member ``k``'s update (its algorithm's, on its own network, with
     its config's settings). :meth:`update` hands each its columns of the batch, its
@@ -61,8 +69,7 @@ class PopulationUpdate:
         columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
         per_member = []
         for k, update in enumerate(self.updates):
-            mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[k])
-                    for name, t in batch.items()}
+            mine = member_batch(batch, columns[k])
             algo = update.cfg
             rate = annealed(algo.lr, algo.anneal_lr, member_step, algo.total_steps)
             torch.set_rng_state(self.streams[k])
@@ -215,8 +222,7 @@ class BatchedPPO(PopulationUpdate):
         variance."""
         parts, explained = [], []
         for k, update in enumerate(self.updates):
-            mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[k])
-                    for name, t in batch.items()}
+            mine = member_batch(batch, columns[k])
             adv, returns = update.advantages(mine)
             data = update._split({**mine, "adv": adv, "returns": returns})
             if update.cfg.num_minibatches == 1 and update.cfg.norm_adv:

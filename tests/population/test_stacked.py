@@ -11,8 +11,8 @@ from fastrl.algos.base import annealed
 from fastrl.bench.learner import synthetic_batch
 from fastrl.config import load_config
 from fastrl.core.process import learner_torch, seed_everything
-from fastrl.memory.layout import PER_ENV
 from fastrl.plan import plan_run
+from fastrl.population.update import member_batch
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -43,8 +43,7 @@ def test_a_member_trained_in_the_stack_is_its_single_run_bit_for_bit():
         for i in range(30):
             batch = synthetic_batch(plan, 2, seed=2 * i)
             columns = population._member_columns(batch["reward"].shape[1], torch.device("cpu"))
-            mine = {name: t.index_select(0 if name in PER_ENV else 1, columns[1])
-                    for name, t in batch.items()}
+            mine = member_batch(batch, columns[1])
             population.update(batch, 0.0, 2 * 256 * i)
             update.update(mine, annealed(algo.lr, algo.anneal_lr, 256 * i, algo.total_steps),
                           256 * i)
