@@ -217,7 +217,12 @@ class RunPlan:
         """Shared memory the run needs, by segment kind."""
         w = self.cfg.infra.num_workers
         return {f"{w} rings": w * self.ring_bytes, "weights": self.weights_bytes,
-                "control": RunControl.nbytes()}
+                "control": self.control_bytes}
+
+    @property
+    def control_bytes(self) -> int:
+        """Bytes of the run's control block (fastrl.memory.control): a line per member."""
+        return RunControl.nbytes(1 if self.population is None else self.population.size)
 
     def check_shared_memory(self) -> None:
         """Raise :class:`~fastrl.memory.segments.SharedMemoryFull` unless /dev/shm has room
@@ -233,7 +238,7 @@ class RunPlan:
         than fits)."""
         if self.population is None:
             return SHM_KNOBS
-        fixed = RunControl.nbytes()
+        fixed = RunControl.nbytes(0)  # (the rest grows by the member)
         per_member = (sum(self.shm_bytes().values()) - fixed) / self.population.size
         fits = max(int((free_shm_bytes() - fixed) // per_member), 0)
         return f"population.size (at most {fits} members fit now), {SHM_KNOBS}"
@@ -276,7 +281,7 @@ class RunPlan:
             if settings.pbt.every_steps else None
         if not settings.exact and BatchedPPO.supports(policy, updates):
             return BatchedPPO(pop, policy, updates, streams, pbt)
-        return PopulationUpdate(pop, updates, streams, pbt)
+        return PopulationUpdate(pop, policy, updates, streams, pbt)
 
     def worker_seeds(self, worker: int, incarnation: int) -> tuple[list[int], list[int]]:
         """``(env seeds, action-sampling seeds)`` of a worker: one sampling seed, or a

@@ -215,7 +215,7 @@ def train_one_round(plan: RunPlan, slot: dict[str, np.ndarray], warmup_s: float,
     cfg = plan.cfg
     weights = SharedWeights(memoryview(bytearray(SharedWeights.nbytes(plan.num_params))),
                             plan.num_params)
-    control = RunControl(memoryview(bytearray(RunControl.nbytes())))
+    control = RunControl(memoryview(bytearray(plan.control_bytes)))
     control.mark_parked()  # no worker runs: the final checkpoint waits for none to park
     rings = [LoopbackRing.filled(plan.layout, cfg.infra.ring_slots, control, slot)
              for _ in range(cfg.infra.num_workers)]

@@ -26,10 +26,11 @@ from torch import nn
 from fastrl.config import LogConfig
 from fastrl.envs.batched import live_rows_of
 from fastrl.envs.source import EnvSource
+from fastrl.memory.control import RunControl
 from fastrl.memory.wait import Stopped
 from fastrl.models.actors import RecurrentActor
 from fastrl.models.recurrent import is_recurrent
-from fastrl.population.policy import PopulationPolicy, members_summary
+from fastrl.population.policy import PopulationPolicy, member_results, members_summary
 from fastrl.selfplay.config import SelfPlayConfig
 from fastrl.selfplay.games import baseline_of, win_rates
 from fastrl.selfplay.seats import learning_rows
@@ -195,10 +196,28 @@ def population_summary(results: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def reached(result: dict[str, float], target: float | None) -> bool:
-    """An evaluation's summary reaches the target return (a population's: every
-    member's)."""
-    return target is not None and result.get("worst_return_mean", result["return_mean"]) >= target
+def solved_members(result: dict[str, float], target: float | None) -> list[int]:
+    """The members whose evaluation in ``result`` reaches the target return (a
+    population's: each member's own mean return; one policy's: [0] or [])."""
+    if target is None:
+        return []
+    members = member_results(result) or [result]
+    return [k for k, r in enumerate(members) if r["return_mean"] >= target]
+
+
+def record_solved(control: RunControl, step: int, result: dict[str, float],
+                  target: float | None) -> None:
+    """Mark in the run's control block each member the evaluation ``result`` of the
+    weights of env step ``step`` solved (fastrl.memory.control: a member stays solved at
+    its first step); a population's ``result`` then also tells how many members are solved
+    (``members_solved``) and at which env step each was (``member<k>/solved_step``)."""
+    for member in solved_members(result, target):
+        control.mark_solved(step, member)
+    if control.members > 1 and target is not None:
+        steps = [control.member_solved_step(k) for k in range(control.members)]
+        result["members_solved"] = float(sum(s is not None for s in steps))
+        result.update({f"member{k}/solved_step": float(s)
+                       for k, s in enumerate(steps) if s is not None})
 
 
 @dataclass(frozen=True)

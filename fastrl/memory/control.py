@@ -10,7 +10,9 @@ evaluations, the one path by which a run is solved elsewhere than in the learner
 (fastrl.learner.evaluations sends the weights, fastrl.runtime.periodic_evals judges
 them): ``EVAL_STEP`` (env step + 1 of the weights the evaluation running judges; 0 before
 the first), ``EVAL_BEAT`` (its heartbeat, monotonic ns; 0 before its first step),
-``SOLVED`` (env step + 1 of the weights that reached the target return; 0: none).
+``SOLVED`` (env step + 1 of the weights that reached the target return; 0: none), one line
+per member of a population (fastrl.population): each member is solved on its own, and the
+run once every member is.
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ from fastrl.memory.atomics import load_acquire, store_release
 
 STOP, DONE, PARKED, LEARNER_BEAT, LEARNER_STEP, EVAL_STEP, EVAL_BEAT, SOLVED = \
     (8 * i for i in range(8))
-LINES = 8
+LINES = 8  # with one member; each further member adds a SOLVED line
 
 
 class RunControl:
-    """The run's flags over ``buf`` (:meth:`nbytes` bytes, zeroed: a run not yet begun)."""
+    """The run's flags over ``buf`` (:meth:`nbytes` bytes, zeroed: a run not yet begun),
+    for as many members as its size holds."""
 
     def __init__(self, buf: memoryview) -> None:
-        self.words = np.ndarray((LINES * 8,), np.int64, buffer=buf)
+        self.members = len(buf) // 64 - LINES + 1
+        self.words = np.ndarray(((LINES + self.members - 1) * 8,), np.int64, buffer=buf)
 
     @staticmethod
-    def nbytes() -> int:
-        """Bytes of the block."""
-        return LINES * 64
+    def nbytes(members: int = 1) -> int:
+        """Bytes of the block of a run of ``members`` members."""
+        return (LINES + members - 1) * 64
 
     def _get(self, word: int) -> int:
         return int(load_acquire(self.words, word))
@@ -101,13 +105,21 @@ class RunControl:
         """The periodic evaluation's last heartbeat (0 before its first)."""
         return self._get(EVAL_BEAT)
 
-    def mark_solved(self, step: int) -> None:
-        """The weights of env step ``step`` reached the target return (supervisor, after an
-        evaluation in its own process)."""
-        store_release(self.words, SOLVED, step + 1)
+    def mark_solved(self, step: int, member: int = 0) -> None:
+        """Member ``member``'s weights of env step ``step`` reached the target return (the
+        evaluation's process: the supervisor's, or the learner evaluating itself); a member
+        already solved stays solved at its first step."""
+        if self.member_solved_step(member) is None:
+            store_release(self.words, SOLVED + 8 * member, step + 1)
+
+    def member_solved_step(self, member: int) -> int | None:
+        """The env step whose weights of member ``member`` reached the target return, once
+        :meth:`mark_solved` was called for it; else None."""
+        marked = self._get(SOLVED + 8 * member)
+        return marked - 1 if marked else None
 
     def solved_step(self) -> int | None:
-        """The env step whose weights reached the target return, once :meth:`mark_solved`
-        was called; else None."""
-        marked = self._get(SOLVED)
-        return marked - 1 if marked else None
+        """The env step at which the last member was solved, once every member is; else
+        None."""
+        steps = [self.member_solved_step(k) for k in range(self.members)]
+        return None if None in steps else max(steps)

@@ -195,3 +195,15 @@ def load_flat_params(model: nn.Module, flat: np.ndarray) -> None:
             n = p.numel()
             p.copy_(src[offset : offset + n].view_as(p))
             offset += n
+
+
+def keep_solved(model: nn.Module, member: int, flat: np.ndarray | None) -> None:
+    """Member ``member`` of ``model`` reached the target return with the weights ``flat``
+    (:func:`flat_params` of the whole model; None: the current ones): it takes them back.
+    A model of several members (fastrl.population) then trains that member no more
+    (``freeze_member``); a single model's run ends anyway."""
+    freeze = getattr(model, "freeze_member", None)
+    if freeze is not None:
+        freeze(member, flat)
+    elif flat is not None:
+        load_flat_params(model, flat)

@@ -18,6 +18,7 @@ next batch with them, so no copied member trains on data of its old weights.
 from __future__ import annotations
 
 import csv
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,11 @@ class PBT:
             if ended.any():
                 self._returns[k] += batch["episode_return"].index_select(1, cols)[ended].tolist()
 
-    def round(self, member_step: int, configs: list[Any]) -> list[Copy]:
+    def round(self, member_step: int, configs: list[Any],
+              frozen: Collection[int] = ()) -> list[Copy]:
         """The copies of the round due at ``member_step`` (none when none is), given the
-        members' algo configs ``configs`` (their current settings)."""
+        members' algo configs ``configs`` (their current settings); the members ``frozen``
+        (solved) copy none."""
         if not self.cfg.every_steps or member_step < self.next_round:
             return []
         while self.next_round <= member_step:
@@ -78,7 +81,7 @@ class PBT:
         # (stable: ties keep member order)
         order = np.argsort(np.asarray(fitness), kind="stable").tolist()
         n = max(1, int(self.cfg.fraction * self.size))
-        bottom, top = order[:n], order[-n:]
+        bottom, top = [k for k in order if k not in frozen][:n], order[-n:]
         rng = np.random.default_rng([self.seed, self.rounds])
         self.rounds += 1
         copies = []

@@ -137,7 +137,7 @@ class StackedGrad(NumpyGrad):
 class StackedAdam:
     """Adam over the members' ``params`` ``[K, P]`` with gradients ``grads`` ``[K, P]``:
     torch's fused kernel (as fastrl.algos.adam) on each member's row, at the member's
-    learning rate; members at one rate step in one call. Every member steps every time."""
+    learning rate; members at one rate step in one call."""
 
     def __init__(self, params: torch.Tensor, grads: torch.Tensor,
                  betas: tuple[float, float], eps: float) -> None:
@@ -147,11 +147,12 @@ class StackedAdam:
         self.steps = [torch.zeros((), dtype=torch.float32) for _ in range(len(params))]
 
     @torch.no_grad()
-    def step(self, lrs: list[float]) -> None:
-        """One Adam step of every member, member ``k`` at learning rate ``lrs[k]``."""
-        torch._foreach_add_(self.steps, 1)
-        for lr in dict.fromkeys(lrs):
+    def step(self, lrs: list[float | None]) -> None:
+        """One Adam step of every member, member ``k`` at learning rate ``lrs[k]`` (None: it
+        takes no step)."""
+        for lr in dict.fromkeys(r for r in lrs if r is not None):
             rows = [k for k, r in enumerate(lrs) if r == lr]
+            torch._foreach_add_([self.steps[k] for k in rows], 1)
             torch._fused_adam_(
                 [self.params[k] for k in rows], [self.grads[k] for k in rows],
                 [self.exp_avg[k] for k in rows], [self.exp_avg_sq[k] for k in rows], [],

@@ -40,12 +40,14 @@ class PopulationUpdate:
     its config's settings). :meth:`update` hands each its columns of the batch, its
     learning rate and its own env step, as its single run would; member ``k`` draws from
     torch's random state ``streams[k]`` (its minibatch order), swapped in around its
-    update. With ``pbt`` (fastrl.population.pbt) each update ends with PBT's round where
-    one is due: copies of members' weights, optimizer state and settings."""
+    update. The members ``policy`` (a PopulationPolicy) holds frozen, those solved, are
+    not updated. With ``pbt`` (fastrl.population.pbt) each update ends with PBT's round
+    where one is due: copies of members' weights, optimizer state and settings (never onto
+    a frozen member)."""
 
-    def __init__(self, population: Population, updates: list[Any],
+    def __init__(self, population: Population, policy: Any, updates: list[Any],
                  streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
-        self.population, self.updates, self.pbt = population, updates, pbt
+        self.population, self.policy, self.updates, self.pbt = population, policy, updates, pbt
         self.streams = [s.clone() for s in streams]
         self._columns: dict[tuple[int, torch.device], list[torch.Tensor]] = {}
 
@@ -62,25 +64,27 @@ class PopulationUpdate:
                step: int) -> dict[str, torch.Tensor]:
         """Every member's update on its columns of ``batch`` at run step ``step`` (every
         member's steps together; ``lr`` is the run's, unused: each member anneals its own);
-        returns the statistics' means over the members, and each member's under
-        ``member<k>/``."""
+        returns the statistics' means over the members updated, and each member's under
+        ``member<k>/`` (NaN for a frozen one: it trained no more)."""
         pop = self.population
         member_step = step // pop.size
         columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
-        per_member = []
+        per_member = {}
         for k, update in enumerate(self.updates):
+            if k in self.policy.frozen:
+                continue
             mine = member_batch(batch, columns[k])
             algo = update.cfg
             rate = annealed(algo.lr, algo.anneal_lr, member_step, algo.total_steps)
             torch.set_rng_state(self.streams[k])
-            per_member.append(update.update(mine, rate, member_step))
+            per_member[k] = update.update(mine, rate, member_step)
             self.streams[k] = torch.get_rng_state()
         self._pbt_round(batch, columns, member_step)
-        out = {name: torch.stack([s[name] for s in per_member]).mean()
-               for name in per_member[0]}
-        for k, stats in enumerate(per_member):
-            out.update({f"member{k}/{name}": v for name, v in stats.items()})
-        return out
+        names = next(iter(per_member.values()))
+        return member_stats({name: torch.stack([per_member[k][name] if k in per_member
+                                                else torch.tensor(torch.nan)
+                                                for k in range(pop.size)])
+                             for name in names})
 
     def _pbt_round(self, batch: dict[str, torch.Tensor], columns: list[torch.Tensor],
                    member_step: int) -> None:
@@ -89,7 +93,8 @@ class PopulationUpdate:
         if self.pbt is None:
             return
         self.pbt.observe(batch, columns)
-        for copy in self.pbt.round(member_step, [u.cfg for u in self.updates]):
+        for copy in self.pbt.round(member_step, [u.cfg for u in self.updates],
+                                   self.policy.frozen):
             self._copy_member(copy.member, copy.source)
             self._take_settings(copy)
 
@@ -133,6 +138,16 @@ class PopulationUpdate:
         self.load_pbt_state(state)
 
 
+def member_stats(stats: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """An update's statistics from each member's (``stats[name]``: ``[K]``, NaN for a
+    member not updated): their means over the members updated, then each member's under
+    ``member<k>/``."""
+    out = {name: v.nanmean() for name, v in stats.items()}
+    for k in range(len(next(iter(stats.values())))):
+        out.update({f"member{k}/{name}": v[k] for name, v in stats.items()})
+    return out
+
+
 @dataclass(frozen=True)
 class Coefficients:
     """PPO's loss settings for every member at once, as fastrl.algos.ppo's numpy step
@@ -167,7 +182,7 @@ class BatchedPPO(PopulationUpdate):
 
     def __init__(self, population: Population, policy: Any, updates: list[Any],
                  streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
-        super().__init__(population, updates, streams, pbt)
+        super().__init__(population, policy, updates, streams, pbt)
         self.grad = StackedGrad(list(policy.members), policy.flat)
         group = updates[0].optimizer.param_groups[0]
         self.adam = StackedAdam(policy.flat, self.grad.grads, group["betas"], group["eps"])
@@ -189,8 +204,10 @@ class BatchedPPO(PopulationUpdate):
         columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
         data, explained = self._member_data(batch, columns)
         cfg = self.updates[0].cfg  # (epochs and minibatches: not varied, shared)
-        lrs = [annealed(u.cfg.lr, u.cfg.anneal_lr, member_step, u.cfg.total_steps)
-               for u in self.updates]
+        # (a frozen member's gradient is computed with the others', and not applied)
+        lrs = [None if k in self.policy.frozen else
+               annealed(u.cfg.lr, u.cfg.anneal_lr, member_step, u.cfg.total_steps)
+               for k, u in enumerate(self.updates)]
         clip = per_member([u.clip_coef(member_step) for u in self.updates])
         coef = Coefficients.of([u.cfg for u in self.updates])  # (PBT changes them)
         n = data["x"].shape[-1]
@@ -209,10 +226,9 @@ class BatchedPPO(PopulationUpdate):
         self._pbt_round(batch, columns, member_step)
         stats = dict(zip(STAT_NAMES, torch.from_numpy(np.mean(measured, 0)).T))
         stats["explained_variance"] = torch.stack(explained)
-        out = {name: v.mean() for name, v in stats.items()}
-        for k in range(self.population.size):
-            out.update({f"member{k}/{name}": v[k] for name, v in stats.items()})
-        return out
+        frozen = torch.tensor([lr is None for lr in lrs])
+        return member_stats({name: v.masked_fill(frozen, torch.nan)
+                             for name, v in stats.items()})
 
     def _member_data(self, batch: dict[str, torch.Tensor], columns: list[torch.Tensor]
                      ) -> tuple[dict[str, np.ndarray], list[torch.Tensor]]:

@@ -41,12 +41,12 @@ class RunMemory:
             rings = [s.buf for s in segments]
             weights_shm = self.owner.create("weights", plan.weights_bytes)
             self.weights_name, weights = weights_shm.name, weights_shm.buf
-            control_shm = self.owner.create("control", RunControl.nbytes())
+            control_shm = self.owner.create("control", plan.control_bytes)
             self.control_name, control = control_shm.name, control_shm.buf
         else:
             rings = [memoryview(bytearray(plan.ring_bytes)) for _ in range(n)]
             weights = memoryview(bytearray(plan.weights_bytes))
-            control = memoryview(bytearray(RunControl.nbytes()))
+            control = memoryview(bytearray(plan.control_bytes))
         self.rings = [Ring(buf, plan.layout, plan.cfg.infra.ring_slots) for buf in rings]
         self.weights, self.pool = plan.weights_of(weights)
         self.control = RunControl(control)

@@ -9,8 +9,9 @@ callbacks). While one runs, only the newest request waits: an older one is skipp
 said so. When the learner evaluates its last weights itself, at the end of a run, the one
 running is ended: its result would come after a newer one. An evaluation that reaches
 ``algo.target_return`` marks the run solved in the run's control block (the verdict:
-fastrl.memory.control); the learner then ends the run with those weights
-(fastrl.learner.evaluations).
+fastrl.memory.control), each member of a population on its own; the learner then keeps
+those weights (fastrl.learner.evaluations), and ends the run once every member is
+solved.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from fastrl.checkpoint import describe_latest
 from fastrl.core.process import become_child, read_crash, report_crash
-from fastrl.eval.harness import SeedSuite, evaluate, reached
+from fastrl.eval.harness import SeedSuite, evaluate, record_solved
 from fastrl.memory.control import RunControl
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped
@@ -68,8 +69,9 @@ def run_periodic_eval(parent_pid: int, plan: RunPlan, params: np.ndarray, run_di
 
 class PeriodicEvals:
     """Evaluates the weights the learner sends (:meth:`request`), one process at a time,
-    and logs each result through ``events``; marks the run solved in its control block when
-    one reaches the target return, and starts no more. ``last`` is the newest result."""
+    and logs each result through ``events``; marks each member solved in the run's control
+    block when its evaluation reaches the target return, and starts no more once every
+    member is. ``last`` is the newest result."""
 
     def __init__(self, plan: RunPlan, run_dir: str, children: Children, events: RunEvents,
                  memory: RunMemory, watchdog: Watchdog) -> None:
@@ -146,8 +148,6 @@ class PeriodicEvals:
                 f"({self.children.describe_exit(PERIODIC_EVAL)})",
                 detail=read_crash(self.run_dir, PERIODIC_EVAL) or "")
             return
+        record_solved(self.memory.control, step, result, self.plan.cfg.algo.target_return)
         self.last = result
         self.events.put(("eval", step, result))
-        target = self.plan.cfg.algo.target_return
-        if reached(result, target):
-            self.memory.control.mark_solved(step)

@@ -240,6 +240,8 @@ class MetricsLogger:
                       f"{result['median_return_mean']:.1f}, worst "
                       f"{result['worst_return_mean']:.1f}; IQM {result['iqm_return']:.1f} "
                       f"[{result['iqm_return_ci_low']:.1f}, {result['iqm_return_ci_high']:.1f}]"
+                      + (f"; {result['members_solved']:.0f} solved"
+                         if "members_solved" in result else "")
                       ) if "iqm_return" in result else f"min {result['return_min']:.0f}"
             self._progress.console.print(
                 f"{prefix} @ {step:,} steps: return {result['return_mean']:.1f} "

@@ -38,3 +38,17 @@ def test_every_word_is_its_own():
     assert not c.run_over()
     c.start_eval(4096)  # a new evaluation has not beaten yet
     assert c.eval_step() == 4096 and c.last_eval_beat() == 0
+
+
+def test_a_population_is_solved_once_every_member_is():
+    c = RunControl(memoryview(bytearray(RunControl.nbytes(3))))
+    assert c.members == 3
+    c.mark_solved(4096, member=2)
+    c.mark_solved(1024, member=0)
+    assert c.solved_step() is None  # member 1 is not solved yet
+    c.mark_solved(8192, member=2)  # solved stays solved at its first step
+    c.mark_solved(6144, member=1)
+    assert [c.member_solved_step(k) for k in range(3)] == [1024, 6144, 4096]
+    assert c.solved_step() == 6144
+    c.record_step(7)  # the members' lines are past every other word
+    assert c.learner_step() == 7 and c.solved_step() == 6144

@@ -11,6 +11,7 @@ import torch
 from fastrl.bench.learner import synthetic_batch, synthetic_slot
 from fastrl.config import load_config
 from fastrl.models.numpy_actor import numpy_actor
+from fastrl.models.policy import flat_params
 from fastrl.plan import plan_run
 from fastrl.population.actor import PopulationActor
 from fastrl.population.update import BatchedPPO, PopulationUpdate
@@ -51,7 +52,7 @@ def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
     for policy in (exact_policy, batched_policy):
         _with_statistics(policy)
     device = torch.device("cpu")
-    exact = PopulationUpdate(plan.population, [
+    exact = PopulationUpdate(plan.population, exact_policy, [
         plan.cfg.algo.algorithm.make_update(c.algo, exact_policy.member(k), plan.obs_space,
                                             plan.act_space, device)
         for k, c in enumerate(plan.population.configs)],
@@ -97,3 +98,39 @@ def test_one_stacked_forward_acts_as_each_members_actor(env):
 def test_what_the_batched_update_leaves_to_the_member_loop(overrides):
     plan = plan_run(load_config(None, ["population.size=2", *overrides]))
     assert type(plan.make_update(plan.policy(), torch.device("cpu"))) is PopulationUpdate
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_solved_member_keeps_its_weights(exact):
+    plan = _plan("env.id=Pendulum-v1", "algo.target_return=null", "algo.normalize_obs=true",
+                 f"population.exact={str(exact).lower()}")
+    policy = plan.policy()
+    update = plan.make_update(policy, torch.device("cpu"))
+    assert isinstance(update, BatchedPPO) is not exact
+    solved = [p.clone() for p in policy.member(1).parameters()]  # (its normaliser too)
+    policy.freeze_member(1, None)
+    batch = synthetic_batch(plan, 2)
+    policy.observe_rows(batch["obs"])
+    stats = update.update(batch, 0.0, 0)
+    assert all(torch.equal(a, b) for a, b in zip(policy.member(1).parameters(), solved))
+    untrained = plan.policy().member(0)
+    assert any(not torch.equal(a, b)
+               for a, b in zip(policy.member(0).parameters(), untrained.parameters()))
+    assert not stats["member0/policy_loss"].isnan()
+    assert stats["member1/policy_loss"].isnan()  # (it trained no more)
+    trained = torch.stack([stats["member0/policy_loss"], stats["member2/policy_loss"]])
+    torch.testing.assert_close(stats["policy_loss"], trained.mean())  # (those trained)
+
+
+def test_a_solved_member_takes_back_the_weights_that_solved():
+    plan = _plan()
+    policy, solving = plan.policy(), plan.policy()
+    with torch.no_grad():
+        for p in solving.parameters():
+            p.add_(1.0)
+    policy.freeze_member(2, flat_params(solving))
+    for k in range(3):
+        ours = list(policy.member(k).parameters())
+        theirs = list((solving if k == 2 else plan.policy()).member(k).parameters())
+        assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True)), k
+    assert policy.frozen == {2}

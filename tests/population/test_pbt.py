@@ -55,6 +55,14 @@ def test_the_bottom_copy_the_top_and_perturb_their_settings(tmp_path):
     assert pbt.round(150, configs) == []  # (next round at 200; no episode since: -inf)
 
 
+def test_a_solved_member_copies_no_one(tmp_path):
+    configs = [c.algo for c in plan_run(load_config(None, PBT_RUN)).population.configs]
+    pbt = PBT(PBTConfig(every_steps=100, fraction=0.5), 4, ["algo.lr"], seed=7, run_dir=None)
+    pbt.observe(*_episodes([10.0, 40.0, 30.0, 20.0]))
+    copies = pbt.round(100, configs, frozen={0})
+    assert sorted(c.member for c in copies) == [2, 3]  # (member 0 is solved: the next two)
+
+
 @pytest.mark.parametrize("exact", ["false", "true"])
 def test_a_copied_member_takes_its_source_s_weights_optimizer_and_settings(exact):
     plan = plan_run(load_config(None, [*PBT_RUN, f"population.exact={exact}",

@@ -10,6 +10,7 @@ import torch
 from helpers import TINY, run_dir_of, train_main
 
 from fastrl import Trainer
+from fastrl.callbacks import Callback
 from fastrl.config import load_config
 from fastrl.plan import plan_run
 
@@ -69,6 +70,37 @@ def test_trainer_fit_returns_each_member_s_result(tmp_path):
     returns = [m["return_mean"] for m in result.members]
     assert len(returns) == 2 and result.eval["worst_return_mean"] == min(returns)
     assert all(m["episodes"] == 2 for m in result.members)
+
+
+class _Evals(Callback):
+    def __init__(self) -> None:
+        self.results: list[tuple[int, dict[str, float]]] = []
+
+    def on_eval(self, step, result, *args, **kwargs):
+        self.results.append((step, dict(result)))
+
+
+def test_each_member_is_solved_on_its_own_and_keeps_the_weights_that_solved(tmp_path):
+    # (the serial runtime evaluates in the learner, in order: these seeds solve member 1
+    # at the first evaluation and member 0 five later)
+    cfg = load_config(None, [*TINY, "infra.runtime=serial", "population.size=2",
+                             "population.vary={algo.lr: [0.001, 0.01]}",
+                             "algo.target_return=200", "algo.total_steps=16384",
+                             "log.eval_every_steps=1024", "log.tensorboard=false",
+                             f"log.run_dir={tmp_path}"])
+    evals = _Evals()
+    result = Trainer(cfg, callbacks=[evals]).fit()
+    solved = [m["solved_step"] for m in result.members]
+    assert all(s in [step for step, _ in evals.results] for s in solved)
+    assert solved[1] < solved[0] < 2 * 16384 and result.global_step == solved[0]
+    for k in range(2):
+        at = dict(evals.results)[solved[k]][f"member{k}/return_mean"]
+        assert at >= 200
+        before = [r[f"member{k}/return_mean"] for step, r in evals.results if step < solved[k]]
+        after = [r[f"member{k}/return_mean"] for step, r in evals.results if step > solved[k]]
+        assert all(r < 200 for r in before)
+        assert all(r == at for r in after)  # (its weights that solved, evaluated again)
+    assert [r["members_solved"] for _, r in evals.results][-1] == 2
 
 
 def test_an_appo_population_trains_every_member_on_its_rows(tmp_path):
