@@ -303,7 +303,7 @@ def update_steps(k: int) -> tuple[dict[str, Step], int]:
     """The learner's whole update of K members of CartPole's shipped PPO config on a
     synthetic batch (two slots a member, as its single run trains), one member after
     another (``population.exact``) and all at once (fastrl.population.update's
-    BatchedPPO; for K=1 both are the single run's update); and the gradient steps of one
+    BatchedUpdate; for K=1 both are the single run's update); and the gradient steps of one
     member-update."""
     steps = {}
     for name, exact in (("exact loop", "true"), ("batched", "false")):

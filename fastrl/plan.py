@@ -34,7 +34,7 @@ from fastrl.models.recurrent import state_size
 from fastrl.population.members import Population, population_of, seeded_builds, widened
 from fastrl.population.pbt import PBT
 from fastrl.population.policy import PopulationPolicy
-from fastrl.population.update import BatchedPPO, PopulationUpdate
+from fastrl.population.update import BatchedUpdate, PopulationUpdate
 from fastrl.selfplay.checks import check_baseline
 from fastrl.selfplay.games import training_win_rates
 from fastrl.selfplay.pool import PoolPublisher, pool_banks
@@ -265,7 +265,7 @@ class RunPlan:
     def make_update(self, policy: nn.Module, device: torch.device,
                     run_dir: str | None = None) -> Any:
         """The algorithm's update of ``policy`` (a population's: each member's, with its
-        own settings, all at once where fastrl.population.update's BatchedPPO applies and
+        own settings, all at once where fastrl.population.update's BatchedUpdate applies and
         ``population.exact`` is off, else one member after another; with
         ``population.pbt``, PBT's rounds, whose lineage goes to ``run_dir``)."""
         algorithm, pop = self.cfg.algo.algorithm, self.population
@@ -279,8 +279,8 @@ class RunPlan:
         settings = self.cfg.population
         pbt = PBT(settings.pbt, pop.size, list(settings.vary), self.cfg.seed, run_dir) \
             if settings.pbt.every_steps else None
-        if not settings.exact and BatchedPPO.supports(policy, updates):
-            return BatchedPPO(pop, policy, updates, streams, pbt)
+        if not settings.exact and BatchedUpdate.supports(policy, updates):
+            return BatchedUpdate(pop, policy, updates, streams, pbt)
         return PopulationUpdate(pop, policy, updates, streams, pbt)
 
     def worker_seeds(self, worker: int, incarnation: int) -> tuple[list[int], list[int]]:

@@ -17,6 +17,8 @@ from fastrl.models.families import ACTOR_CRITIC
 #: PPO's keys that a2c has no use for: it takes one step on the whole batch, unclipped.
 UNUSED = ("update_epochs", "num_minibatches", "clip_coef", "anneal_clip", "clip_vloss",
           "target_kl")
+#: the statistics of an update, besides ``explained_variance``
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "grad_norm")
 
 
 class A2C(PPO):

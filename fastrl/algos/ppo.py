@@ -342,28 +342,33 @@ def numpy_ppo_backward(grad: NumpyGrad, mb: dict[str, np.ndarray], clip: Any, co
     transitions picked), its gradient written by ``grad`` (fastrl.models.numpy_grad);
     returns the loss statistics when ``measure`` (:data:`STAT_NAMES` but the gradient
     norm). ``coef`` holds ``norm_adv``, ``clip_vloss``, ``ent_coef`` and ``vf_coef`` (an
-    AlgoConfig). Networks stacked along a leading axis (fastrl.population.stacked) take
+    AlgoConfig). ``clip`` None: A2C's loss instead (fastrl.algos.a2c), the plain policy
+    gradient, no ratio and no clip (statistics: the policy and value losses and the
+    entropy). Networks stacked along a leading axis (fastrl.population.stacked) take
     ``[K, n]`` arrays, ``clip`` and the coefficients as ``[K, 1]`` float32 arrays, and
-    give statistics ``[K, 5]``."""
+    give statistics ``[K, 5]`` (``[K, 3]``)."""
     logp, entropy, value = grad.evaluate(mb["x"], mb["legal"], mb["action"])
-    log_ratio = logp - mb["log_prob"]
-    ratio = np.exp(log_ratio)
     adv = mb["adv"]
     if normalize and coef.norm_adv:
         adv = (adv - adv.mean(-1, keepdims=True)) / (
             adv.std(-1, ddof=1, keepdims=True) + np.float32(1e-8))
-    n = np.float32(ratio.shape[-1])
-    unclipped, clipped = -adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip)
-    # (torch.max's gradient: the larger side's; inside the clip range both are -adv)
-    d_log_prob = np.where(unclipped >= clipped, -adv, np.float32(0)) * ratio / n
+    n = np.float32(logp.shape[-1])
+    if clip is None:
+        pg_loss, d_log_prob, ratio_stats = (-adv * logp).mean(-1), -adv / n, []
+    else:
+        log_ratio = logp - mb["log_prob"]
+        ratio = np.exp(log_ratio)
+        unclipped, clipped = -adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip)
+        # (torch.max's gradient: the larger side's; inside the clip range both are -adv)
+        d_log_prob = np.where(unclipped >= clipped, -adv, np.float32(0)) * ratio / n
+        pg_loss = np.maximum(unclipped, clipped).mean(-1)
+        ratio_stats = [((ratio - 1) - log_ratio).mean(-1), (np.abs(ratio - 1) > clip).mean(-1)]
     v_loss, d_value = numpy_value_loss(value, mb["returns"], mb["value"], clip,
                                        coef.clip_vloss)
     grad.backward(d_log_prob, -coef.ent_coef / n, coef.vf_coef * d_value / n)
     if not measure:
         return None
-    return np.stack([np.maximum(unclipped, clipped).mean(-1), v_loss, entropy.mean(-1),
-                     ((ratio - 1) - log_ratio).mean(-1),
-                     (np.abs(ratio - 1) > clip).mean(-1)], -1).astype(np.float32)
+    return np.stack([pg_loss, v_loss, entropy.mean(-1), *ratio_stats], -1).astype(np.float32)
 
 
 def numpy_value_loss(value: np.ndarray, returns: np.ndarray, old_values: np.ndarray,

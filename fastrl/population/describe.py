@@ -9,7 +9,7 @@ import torch
 
 from fastrl.core.text import human_bytes
 from fastrl.population.actor import acts_stacked
-from fastrl.population.update import BatchedPPO
+from fastrl.population.update import BatchedUpdate
 
 
 def part(plan: Any) -> dict[str, Any] | None:
@@ -20,7 +20,7 @@ def part(plan: Any) -> dict[str, Any] | None:
         return None
     policy = plan.policy()
     batched = plan.device == "cpu" and isinstance(
-        plan.make_update(policy, torch.device("cpu")), BatchedPPO)
+        plan.make_update(policy, torch.device("cpu")), BatchedUpdate)
     return {"members": pop.size, "seeds": [c.seed for c in pop.configs],
             "vary": dict(cfg.population.vary), "rows": pop.rows,
             "exact": cfg.population.exact, "batched_update": batched,

@@ -1,16 +1,18 @@
 """The learner's update of every member: each member's columns of the batch, trained with
 its own settings, optimizer and random stream, either by its own update, one member after
 another (``population.exact``: bit for bit its single run), or by one stacked step for all
-(:class:`BatchedPPO`, the default where it applies)."""
+(:class:`BatchedUpdate`, the default where it applies)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from fastrl.algos.a2c import A2C
+from fastrl.algos.a2c import STAT_NAMES as A2C_STAT_NAMES
 from fastrl.algos.base import annealed
 from fastrl.algos.ppo import (
     NUMPY_FIELDS,
@@ -172,13 +174,15 @@ def per_member(values: list[float]) -> np.ndarray:
     return np.asarray(values, np.float32)[:, None]
 
 
-class BatchedPPO(PopulationUpdate):
-    """Every member's PPO update at once: each member's advantages and transitions as its
-    own update makes them (``updates[k]``, fastrl.algos.ppo), then every gradient step of
-    all members in one stacked numpy step (fastrl.population.stacked): member ``k``'s
-    minibatch (in its own order, from ``streams[k]``), loss at its own settings, gradient
-    clipped to its own norm, and its own Adam step. Each member computes what its single
-    run does, up to floating-point reduction order (tests/population/test_batched.py)."""
+class BatchedUpdate(PopulationUpdate):
+    """Every member's PPO (or A2C) update at once: each member's advantages and
+    transitions as its own update makes them (``updates[k]``, fastrl.algos.ppo), then
+    every gradient step of all members in one stacked numpy step
+    (fastrl.population.stacked): member ``k``'s minibatch (in its own order, from
+    ``streams[k]``), loss at its own settings, gradient clipped to its own norm, and its
+    own Adam step. A2C's (fastrl.algos.a2c) is PPO's loss without ratio or clip, one step
+    on the whole batch. Each member computes what its single run does, up to
+    floating-point reduction order (tests/population/test_batched.py)."""
 
     def __init__(self, population: Population, policy: Any, updates: list[Any],
                  streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
@@ -186,13 +190,18 @@ class BatchedPPO(PopulationUpdate):
         self.grad = StackedGrad(list(policy.members), policy.flat)
         group = updates[0].optimizer.param_groups[0]
         self.adam = StackedAdam(policy.flat, self.grad.grads, group["betas"], group["eps"])
+        algo = updates[0].cfg  # (epochs and minibatches: not varied, shared)
+        self.minibatches, self.epochs = algo.algorithm.minibatches(algo)
+        self.unclipped = isinstance(updates[0], A2C)
+        self.stat_names = A2C_STAT_NAMES if self.unclipped else STAT_NAMES
 
     @staticmethod
     def supports(policy: Any, updates: list[Any]) -> bool:
-        """True where every member's update is PPO's numpy step (fastrl.algos.ppo) without
-        ``target_kl`` (whose early stop is each member's own) and its network computes
-        stacked (:class:`StackedActorCritic`)."""
-        return all(type(u) is PPO and u._numpy is not None and u.cfg.target_kl is None
+        """True where every member's update is PPO's or A2C's (fastrl.algos.ppo,
+        fastrl.algos.a2c) on a network with a numpy step, without ``target_kl`` (whose
+        early stop is each member's own), and the network computes stacked
+        (:class:`StackedActorCritic`)."""
+        return all(type(u) in (PPO, A2C) and u._numpy is not None and u.cfg.target_kl is None
                    for u in updates) and StackedActorCritic.supports(list(policy.members),
                                                                      policy.flat)
 
@@ -203,28 +212,31 @@ class BatchedPPO(PopulationUpdate):
         member_step = step // self.population.size
         columns = self._member_columns(batch["reward"].shape[1], batch["reward"].device)
         data, explained = self._member_data(batch, columns)
-        cfg = self.updates[0].cfg  # (epochs and minibatches: not varied, shared)
         # (a frozen member's gradient is computed with the others', and not applied)
         lrs = [None if k in self.policy.frozen else
                annealed(u.cfg.lr, u.cfg.anneal_lr, member_step, u.cfg.total_steps)
                for k, u in enumerate(self.updates)]
-        clip = per_member([u.clip_coef(member_step) for u in self.updates])
         coef = Coefficients.of([u.cfg for u in self.updates])  # (PBT changes them)
+        clip = None
+        if self.unclipped:
+            coef = replace(coef, clip_vloss=False)
+        else:
+            clip = per_member([u.clip_coef(member_step) for u in self.updates])
         n = data["x"].shape[-1]
-        mb_size, whole = n // cfg.num_minibatches, cfg.num_minibatches == 1
+        mb_size, whole = n // self.minibatches, self.minibatches == 1
         measured = []
-        for epoch in range(cfg.update_epochs):
+        for epoch in range(self.epochs):
             order = None if whole else self._permutations(n)
             for start in range(0, n, mb_size):
                 mb = data if order is None else _taken(data, order[:, start:start + mb_size])
                 stats = numpy_ppo_backward(self.grad, mb, clip, coef, not whole,
-                                           epoch == cfg.update_epochs - 1)
+                                           epoch == self.epochs - 1)
                 norm = clip_numpy_grads(self.grad.bind_grads(), coef.max_grad_norm)
                 self.adam.step(lrs)
                 if stats is not None:
                     measured.append(np.concatenate([stats, norm[:, None]], 1))
         self._pbt_round(batch, columns, member_step)
-        stats = dict(zip(STAT_NAMES, torch.from_numpy(np.mean(measured, 0)).T))
+        stats = dict(zip(self.stat_names, torch.from_numpy(np.mean(measured, 0)).T))
         stats["explained_variance"] = torch.stack(explained)
         frozen = torch.tensor([lr is None for lr in lrs])
         return member_stats({name: v.masked_fill(frozen, torch.nan)
@@ -241,7 +253,7 @@ class BatchedPPO(PopulationUpdate):
             mine = member_batch(batch, columns[k])
             adv, returns = update.advantages(mine)
             data = update._split({**mine, "adv": adv, "returns": returns})
-            if update.cfg.num_minibatches == 1 and update.cfg.norm_adv:
+            if self.minibatches == 1 and update.cfg.norm_adv:
                 data["adv"] = normalized(data["adv"])
             parts.append(update._numpy_data(data))
             explained.append(explained_variance(returns, mine["value"]))

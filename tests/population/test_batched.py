@@ -1,5 +1,5 @@
 """A population computed at once (fastrl.population.stacked, fastrl.population.update's
-BatchedPPO) against one member after another: the same actions, and one update that
+BatchedUpdate) against one member after another: the same actions, and one update that
 differs only by floating-point reduction order."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from fastrl.models.numpy_actor import numpy_actor
 from fastrl.models.policy import flat_params
 from fastrl.plan import plan_run
 from fastrl.population.actor import PopulationActor
-from fastrl.population.update import BatchedPPO, PopulationUpdate
+from fastrl.population.update import BatchedUpdate, PopulationUpdate
 
 pytestmark = pytest.mark.timeout(240)
 
+PPO_CONFIG = "configs/cartpole_ppo.yaml"
 VARIED = ["population.size=3", "algo.num_minibatches=2", "algo.update_epochs=3",
           "algo.max_grad_norm=0.05",  # (every member's gradient clipped: that path too)
           "population.vary={algo.lr: [1e-3, 3e-3, 1e-2], algo.ent_coef: [0.0, 0.01, 0.1], "
@@ -27,6 +28,13 @@ VARIED = ["population.size=3", "algo.num_minibatches=2", "algo.update_epochs=3",
 #: Discrete actions, Box ones, and Box ones from standardised observations
 ENVS = [[], ["env.id=Pendulum-v1", "algo.target_return=null"],
         ["env.id=Pendulum-v1", "algo.target_return=null", "algo.normalize_obs=true"]]
+
+#: A2C's population (from the defaults: it has no epochs, minibatches or clip)
+A2C = ["algo.name=a2c", "population.size=3", "algo.max_grad_norm=0.05",
+       "population.vary={algo.lr: [1e-3, 3e-3, 1e-2], algo.ent_coef: [0.0, 0.01, 0.1], "
+       "algo.vf_coef: [0.25, 0.5, 1.0], algo.gamma: [0.9, 0.99, 0.999]}"]
+UPDATES = [(PPO_CONFIG, VARIED + env) for env in ENVS] + [(None, A2C + env)
+                                                          for env in ENVS[:2]]
 
 
 def _with_statistics(policy) -> None:
@@ -40,13 +48,14 @@ def _with_statistics(policy) -> None:
                 norm.var.copy_(torch.full_like(norm.var, 0.5 + k))
 
 
-def _plan(*overrides: str):
-    return plan_run(load_config("configs/cartpole_ppo.yaml", [*VARIED, *overrides]))
+def _plan(*overrides: str, varied: list[str] = VARIED, config: str | None = PPO_CONFIG):
+    return plan_run(load_config(config, [*varied, *overrides]))
 
 
-@pytest.mark.parametrize("env", ENVS)
-def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
-    plan = _plan(*env)
+@pytest.mark.parametrize(("config", "overrides"), UPDATES,
+                         ids=["ppo", "ppo-box", "ppo-normalized", "a2c", "a2c-box"])
+def test_one_batched_update_is_the_exact_one_up_to_rounding(config, overrides):
+    plan = _plan(varied=overrides, config=config)
     exact_policy = plan.policy()
     batched_policy = plan.policy()  # (the same seeds: the same members)
     for policy in (exact_policy, batched_policy):
@@ -58,7 +67,7 @@ def test_one_batched_update_is_the_exact_one_up_to_rounding(env):
         for k, c in enumerate(plan.population.configs)],
         [s["torch"] for s in exact_policy.streams])
     batched = plan.make_update(batched_policy, device)
-    assert isinstance(batched, BatchedPPO)
+    assert isinstance(batched, BatchedUpdate)
     batch = synthetic_batch(plan, 2)
     for step in (0, 5000):  # (twice: Adam's moments and the minibatch streams carry over)
         theirs = exact.update(batch, 0.0, step)
@@ -94,7 +103,7 @@ def test_one_stacked_forward_acts_as_each_members_actor(env):
 
 
 @pytest.mark.parametrize("overrides", [["population.exact=true"], ["algo.target_kl=0.02"],
-                                       ["algo.name=a2c"]])
+                                       ["algo.name=appo"]])
 def test_what_the_batched_update_leaves_to_the_member_loop(overrides):
     plan = plan_run(load_config(None, ["population.size=2", *overrides]))
     assert type(plan.make_update(plan.policy(), torch.device("cpu"))) is PopulationUpdate
@@ -106,7 +115,7 @@ def test_a_solved_member_keeps_its_weights(exact):
                  f"population.exact={str(exact).lower()}")
     policy = plan.policy()
     update = plan.make_update(policy, torch.device("cpu"))
-    assert isinstance(update, BatchedPPO) is not exact
+    assert isinstance(update, BatchedUpdate) is not exact
     solved = [p.clone() for p in policy.member(1).parameters()]  # (its normaliser too)
     policy.freeze_member(1, None)
     batch = synthetic_batch(plan, 2)

@@ -13,7 +13,7 @@ from fastrl.config import load_config
 from fastrl.plan import plan_run
 from fastrl.population.config import PBTConfig, value_of
 from fastrl.population.pbt import PBT
-from fastrl.population.update import BatchedPPO, PopulationUpdate
+from fastrl.population.update import BatchedUpdate, PopulationUpdate
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -69,7 +69,7 @@ def test_a_copied_member_takes_its_source_s_weights_optimizer_and_settings(exact
                                        "population.pbt.fraction=0.25"]))
     policy = plan.policy()
     update = plan.make_update(policy, torch.device("cpu"))
-    assert type(update) is (PopulationUpdate if exact == "true" else BatchedPPO)
+    assert type(update) is (PopulationUpdate if exact == "true" else BatchedUpdate)
     batch = synthetic_batch(plan, 2)
     update.update(batch, 0.0, 0)  # (trains: every member has moments of its own)
     pbt = update.pbt = PBT(update.pbt.cfg, 4, update.pbt.keys, seed=1, run_dir=None)
