@@ -175,8 +175,9 @@ def per_member(values: list[float]) -> np.ndarray:
 
 
 class BatchedUpdate(PopulationUpdate):
-    """Every member's PPO (or A2C) update at once: each member's advantages and
-    transitions as its own update makes them (``updates[k]``, fastrl.algos.ppo), then
+    """Every member's PPO (APPO, A2C) update at once: each member's advantages and
+    transitions as its own update makes them (``updates[k]``, fastrl.algos.ppo; APPO's
+    are V-trace's, fastrl.algos.appo), then
     every gradient step of all members in one stacked numpy step
     (fastrl.population.stacked): member ``k``'s minibatch (in its own order, from
     ``streams[k]``), loss at its own settings, gradient clipped to its own norm, and its
@@ -192,18 +193,18 @@ class BatchedUpdate(PopulationUpdate):
         self.adam = StackedAdam(policy.flat, self.grad.grads, group["betas"], group["eps"])
         algo = updates[0].cfg  # (epochs and minibatches: not varied, shared)
         self.minibatches, self.epochs = algo.algorithm.minibatches(algo)
-        self.unclipped = isinstance(updates[0], A2C)
+        self.unclipped = type(updates[0]).update is A2C.update
         self.stat_names = A2C_STAT_NAMES if self.unclipped else STAT_NAMES
 
     @staticmethod
     def supports(policy: Any, updates: list[Any]) -> bool:
-        """True where every member's update is PPO's or A2C's (fastrl.algos.ppo,
-        fastrl.algos.a2c) on a network with a numpy step, without ``target_kl`` (whose
-        early stop is each member's own), and the network computes stacked
-        (:class:`StackedActorCritic`)."""
-        return all(type(u) in (PPO, A2C) and u._numpy is not None and u.cfg.target_kl is None
-                   for u in updates) and StackedActorCritic.supports(list(policy.members),
-                                                                     policy.flat)
+        """True where every member's update is PPO's or A2C's step (fastrl.algos.ppo,
+        fastrl.algos.a2c; APPO's is PPO's) on a network with a numpy step, without
+        ``target_kl`` (whose early stop is each member's own), and the network computes
+        stacked (:class:`StackedActorCritic`)."""
+        return all(type(u).update in (PPO.update, A2C.update) and u._numpy is not None
+                   and u.cfg.target_kl is None for u in updates) and \
+            StackedActorCritic.supports(list(policy.members), policy.flat)
 
     def update(self, batch: dict[str, torch.Tensor], lr: float,
                step: int) -> dict[str, torch.Tensor]:

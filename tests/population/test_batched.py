@@ -33,8 +33,8 @@ ENVS = [[], ["env.id=Pendulum-v1", "algo.target_return=null"],
 A2C = ["algo.name=a2c", "population.size=3", "algo.max_grad_norm=0.05",
        "population.vary={algo.lr: [1e-3, 3e-3, 1e-2], algo.ent_coef: [0.0, 0.01, 0.1], "
        "algo.vf_coef: [0.25, 0.5, 1.0], algo.gamma: [0.9, 0.99, 0.999]}"]
-UPDATES = [(PPO_CONFIG, VARIED + env) for env in ENVS] + [(None, A2C + env)
-                                                          for env in ENVS[:2]]
+UPDATES = [(PPO_CONFIG, VARIED + env) for env in ENVS] + [
+    (None, A2C + env) for env in ENVS[:2]] + [(None, ["algo.name=appo", *VARIED])]
 
 
 def _with_statistics(policy) -> None:
@@ -53,7 +53,7 @@ def _plan(*overrides: str, varied: list[str] = VARIED, config: str | None = PPO_
 
 
 @pytest.mark.parametrize(("config", "overrides"), UPDATES,
-                         ids=["ppo", "ppo-box", "ppo-normalized", "a2c", "a2c-box"])
+                         ids=["ppo", "ppo-box", "ppo-normalized", "a2c", "a2c-box", "appo"])
 def test_one_batched_update_is_the_exact_one_up_to_rounding(config, overrides):
     plan = _plan(varied=overrides, config=config)
     exact_policy = plan.policy()
@@ -102,8 +102,7 @@ def test_one_stacked_forward_acts_as_each_members_actor(env):
         assert a["numpy"][2] == b["numpy"][2]  # (each member's stream as far along)
 
 
-@pytest.mark.parametrize("overrides", [["population.exact=true"], ["algo.target_kl=0.02"],
-                                       ["algo.name=appo"]])
+@pytest.mark.parametrize("overrides", [["population.exact=true"], ["algo.target_kl=0.02"]])
 def test_what_the_batched_update_leaves_to_the_member_loop(overrides):
     plan = plan_run(load_config(None, ["population.size=2", *overrides]))
     assert type(plan.make_update(plan.policy(), torch.device("cpu"))) is PopulationUpdate
