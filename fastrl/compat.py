@@ -110,7 +110,6 @@ class Features:
             _trains_on_policy(self.algorithm)
             and self.algorithm.data in (DataMode.SYNC, DataMode.ASYNC)) else []
         given += [f"algo.policy={self.user_policy}"] if self.user_policy else []
-        given += [f"algo.core={self.core}"] if self.core != NO_CORE else []
         given += [f"{key}=true" for key, on in (
             ("algo.policy_per_group", self.policy_per_group),
             ("selfplay.enabled", self.selfplay)) if on]
@@ -183,12 +182,12 @@ PAIRS = (
          lambda f: "config key 'selfplay.enabled=true' takes a feed-forward policy; "
                    f"algo.core={f.core} is not supported with it yet"),
     Pair("population.size > 1",
-         "another algorithm than ppo, a2c and appo, a user policy, algo.core, "
+         "another algorithm than ppo, a2c and appo, a user policy, "
          "algo.policy_per_group, self-play, infra.runtime=ray",
          lambda f: bool(f.population_conflicts()),
          lambda f: f"config key 'population.size={f.population}' trains the built-in network "
-                   "of algo.name=ppo, a2c or appo, feed-forward, one agent "
-                   "each, on the local or serial runtime (docs/population.md); not with "
+                   "of algo.name=ppo, a2c or appo, one agent each, on the local or serial "
+                   "runtime (docs/population.md); not with "
                    + ", ".join(f.population_conflicts())),
     Pair("population.pbt.every_steps > 0",
          "an algorithm that is not sync (appo), infra.max_policy_lag > 0",

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from fastrl.core.process import numpy_state, set_numpy_state
+from fastrl.memory.layout import PER_ENV
 from fastrl.models.actors import Actor
 from fastrl.population.policy import PopulationPolicy
 from fastrl.population.stacked import StackedActorCritic
@@ -40,20 +41,44 @@ class PopulationActor(Actor):
             self._torch[k] = torch.get_rng_state()
         return tuple(np.concatenate(column) for column in zip(*parts))
 
+    def begin_slot(self, slot: dict[str, np.ndarray], seq: int, version: int) -> None:
+        """Each member's actor before a slot, on its rows of it (a recurrent one keeps its
+        envs' states there)."""
+        for k, actor in enumerate(self.actors):
+            actor.begin_slot(self._rows_of(slot, k), seq, version)
+
+    def end_step(self, terminated: np.ndarray, truncated: np.ndarray,
+                 weight: np.ndarray | None) -> None:
+        """Each member's actor after a step, on its rows."""
+        for k, actor in enumerate(self.actors):
+            rows = slice(k * self.rows, (k + 1) * self.rows)
+            actor.end_step(terminated[rows], truncated[rows],
+                           None if weight is None else weight[rows])
+
+    def _rows_of(self, slot: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+        """Member ``k``'s rows of a slot: views of every field of rows (time-major ``[T,
+        N, ...]``, the per-env ones ``[N, ...]``; not the slot's checksum)."""
+        rows = slice(k * self.rows, (k + 1) * self.rows)
+        return {name: a[rows] if name in PER_ENV else a[:, rows]
+                for name, a in slot.items() if a.ndim}
+
     def state(self) -> dict:
-        """Every member's streams."""
+        """Every member's streams, and each member's actor's state."""
         return {"population_streams": [
-            {"numpy": numpy_state(rng), "torch": t} for rng, t in zip(self._numpy, self._torch)]}
+            {"numpy": numpy_state(rng), "torch": t} for rng, t in zip(self._numpy, self._torch)],
+            "population_actors": [actor.state() for actor in self.actors]}
 
     def restore(self, state: dict) -> None:
-        """Continue every member's streams (:meth:`state`, or the states the members'
-        builds left)."""
+        """Continue every member's streams and actor (:meth:`state`; or the streams the
+        members' builds left)."""
         streams = state["population_streams"]
         for rng, stream, actor in zip(self._numpy, streams, self.actors):
             set_numpy_state(stream["numpy"], rng)
             if hasattr(actor, "rng"):  # (a numpy actor draws from its own state)
                 actor.rng = rng
         self._torch = [stream["torch"].clone() for stream in streams]
+        for actor, kept in zip(self.actors, state.get("population_actors", ())):
+            actor.restore(kept)
 
 
 def acts_stacked(policy: PopulationPolicy, exact: bool, inference: str) -> bool:

@@ -32,7 +32,6 @@ def test_a_member_varies_what_population_vary_names():
 
 @pytest.mark.parametrize("overrides, says", [
     (["population.size=2", "algo.name=dqn"], "not with algo.name=dqn"),
-    (["population.size=2", "algo.core=lstm"], "not with algo.core=lstm"),
     (["population.size=2", "infra.runtime=ray"], "not with infra.runtime=ray"),
     (["population.size=2", "population.vary={algo.lr: [0.001]}"],
      "has 1 values; population.size=2 needs one per member"),

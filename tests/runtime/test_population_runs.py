@@ -33,15 +33,15 @@ def _episodes(run, group: str | None = None, scale: int = 1) -> list[tuple]:
             if group is None or r["group"] == group]
 
 
-@pytest.mark.parametrize("normalisers", [(), ("algo.normalize_obs=true",
-                                                "algo.normalize_reward=true")],
-                         ids=["plain", "normalisers"])
-def test_exact_members_are_their_single_runs(tmp_path, normalisers):
+@pytest.mark.parametrize("overrides", [(), ("algo.normalize_obs=true",
+                                       "algo.normalize_reward=true"), ("algo.core=lstm",)],
+                         ids=["plain", "normalisers", "lstm"])
+def test_exact_members_are_their_single_runs(tmp_path, overrides):
     pop = _run(tmp_path / "pop", "population.size=2", "population.exact=true", "seed=5",
-               *normalisers)
+               *overrides)
     model = torch.load(pop / "model.pt", weights_only=True)["model"]
     for k in range(2):
-        single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}", *normalisers)
+        single = _run(tmp_path / f"seed{5 + k}", f"seed={5 + k}", *overrides)
         theirs = torch.load(single / "model.pt", weights_only=True)["model"]
         assert all(torch.equal(model[f"members.{k}.{name}"], t) for name, t in theirs.items())
         mine = _episodes(pop, f"member{k}", scale=2)
