@@ -192,6 +192,8 @@ class OnPolicyFeed(FeedDefaults):
         self.stager = make_stager(plan.layout, device, cfg.infra.staging_depth)
         self.reward_scale = ReturnScale(cfg.total_envs, *plan.return_groups()) \
             if cfg.algo.normalize_reward else None
+        if self.reward_scale is not None and hasattr(update, "bind_reward_scale"):
+            update.bind_reward_scale(self.reward_scale)  # (PBT copies a member's statistics)
         self.dropped_slots = 0
         self._ahead: Batch | None = None  # the next batch, staged while an update ran
         self._occupancy = 0.0  # mean ring occupancy when the last batch was staged

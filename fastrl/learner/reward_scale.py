@@ -54,6 +54,11 @@ class ReturnScale:
                                       seen[:, mine][weight[:, mine]])
         return factor
 
+    def copy_group(self, group: int, source: int) -> None:
+        """Group ``group`` takes ``source``'s return statistics (a member that copies
+        another's weights, fastrl.population.pbt)."""
+        self.stats[group].load_state_dict(self.stats[source].state_dict())
+
     def _fold(self, g: int, seen: np.ndarray) -> float:
         """Fold group ``g``'s returns ``seen`` in; its factor."""
         stats = self.stats[g]

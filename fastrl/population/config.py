@@ -20,7 +20,8 @@ class PBTConfig:
     fraction: float = setting(0.25, "the share of members that copy in a round, and the "
                               "share they copy from (at least one each)", gt=0, le=0.5)
     perturb: list[float] = setting([0.8, 1.25], "factors a copied member's population.vary "
-                                   "settings are each multiplied by, one drawn per setting")
+                                   "settings are each multiplied by, one drawn per setting "
+                                   "(then kept within the key's bounds)")
 
 
 @dataclass
@@ -60,6 +61,19 @@ def value_of(algo: Any, key: str) -> float:
     for part in key.split(".")[1:]:
         algo = getattr(algo, part)
     return algo
+
+
+def within_bounds(algo: Any, key: str, value: float) -> float:
+    """``value`` for the ``algo.``-key ``key`` of ``algo`` brought within the key's bounds
+    (its ``le`` and ``ge``); a value at or past its ``gt`` bound gives ``algo``'s own."""
+    *path, name = key.split(".")[1:]
+    section = algo
+    for part in path:
+        section = getattr(section, part)
+    meta = next(f.metadata for f in fields(section) if f.name == name)
+    value = min(value, meta.get("le", value))
+    value = max(value, meta.get("ge", value))
+    return value if "gt" not in meta or value > meta["gt"] else getattr(section, name)
 
 
 def _set(section: Any, path: list[str], value: float) -> Any:

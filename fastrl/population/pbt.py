@@ -5,10 +5,12 @@ ranked by their fitness, the mean return of their training episodes that ended s
 last round (read from the batches the learner trains on: a window of env steps, so two runs
 of a population rank alike); each member of the bottom ``fraction`` copies one of the top
 ``fraction`` (its weights and optimizer state: the update applies the copy) and takes its
-``population.vary`` settings, each multiplied by a factor drawn from ``perturb``. The
-draws come from a generator seeded by the run's seed and the round, so a run repeats its
-lineage, which is kept (every copy: who copied whom, when, at which fitness, the new
-settings) in the learner's checkpoint and written to ``members.csv``.
+``population.vary`` settings, each multiplied by a factor drawn from ``perturb`` and kept
+within its key's bounds (a discount of at most 1, ...), and with ``algo.normalize_reward``
+its reward statistics. The draws come from a generator seeded by the run's seed and the
+round, so a run repeats its lineage, which is kept (every copy: who copied whom, when, at
+which fitness, the new settings) in the learner's checkpoint and written to
+``members.csv``.
 
 The copy takes effect with the weights published after the update that made it; a sync
 algorithm without policy lag (the only kind PBT runs with: fastrl.compat) collects the
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastrl.population.config import value_of, varied
+from fastrl.population.config import value_of, varied, within_bounds
 
 MEMBERS_CSV = "members.csv"
 
@@ -87,7 +89,8 @@ class PBT:
         copies = []
         for member in bottom:
             source = top[int(rng.integers(len(top)))]
-            settings = {key: value_of(configs[source], key) * float(rng.choice(self.cfg.perturb))
+            settings = {key: within_bounds(configs[source], key, value_of(configs[source], key)
+                                           * float(rng.choice(self.cfg.perturb)))
                         for key in self.keys}
             copies.append(Copy(member_step, member, source, fitness[member], fitness[source],
                                settings))

@@ -44,14 +44,22 @@ class PopulationUpdate:
     torch's random state ``streams[k]`` (its minibatch order), swapped in around its
     update. The members ``policy`` (a PopulationPolicy) holds frozen, those solved, are
     not updated. With ``pbt`` (fastrl.population.pbt) each update ends with PBT's round
-    where one is due: copies of members' weights, optimizer state and settings (never onto
-    a frozen member)."""
+    where one is due: copies of members' weights, optimizer state, settings and reward
+    statistics (never onto a frozen member)."""
 
     def __init__(self, population: Population, policy: Any, updates: list[Any],
                  streams: list[torch.Tensor], pbt: PBT | None = None) -> None:
         self.population, self.policy, self.updates, self.pbt = population, policy, updates, pbt
         self.streams = [s.clone() for s in streams]
         self._columns: dict[tuple[int, torch.device], list[torch.Tensor]] = {}
+        self.reward_scale: Any = None
+
+    def bind_reward_scale(self, scale: Any) -> None:
+        """The learner's reward normaliser (``algo.normalize_reward``: a
+        fastrl.learner.reward_scale.ReturnScale), a group per member:
+        PBT copies a member's statistics with its weights, and its gamma with its
+        settings."""
+        self.reward_scale = scale
 
     def _member_columns(self, width: int, device: torch.device) -> list[torch.Tensor]:
         """Each member's columns of a batch ``width`` columns wide."""
@@ -99,10 +107,16 @@ class PopulationUpdate:
                                    self.policy.frozen):
             self._copy_member(copy.member, copy.source)
             self._take_settings(copy)
+            if self.reward_scale is not None:
+                self.reward_scale.copy_group(copy.member, copy.source)
 
     def _take_settings(self, copy: Copy) -> None:
-        """A copied member's settings: its source's, perturbed as ``copy`` says."""
-        self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg, copy)
+        """A copied member's settings: its source's, perturbed as ``copy`` says (its
+        rewards' discount too, where they are normalised)."""
+        cfg = self.updates[copy.member].cfg = PBT.perturbed(self.updates[copy.source].cfg,
+                                                            copy)
+        if self.reward_scale is not None:
+            self.reward_scale.gammas[copy.member] = cfg.gamma
 
     def _copy_member(self, member: int, source: int) -> None:
         """Member ``member`` takes ``source``'s weights and optimizer state."""

@@ -10,6 +10,7 @@ import torch
 
 from fastrl.bench.learner import synthetic_batch
 from fastrl.config import load_config
+from fastrl.learner.reward_scale import ReturnScale
 from fastrl.plan import plan_run
 from fastrl.population.config import PBTConfig, value_of
 from fastrl.population.pbt import PBT
@@ -55,6 +56,17 @@ def test_the_bottom_copy_the_top_and_perturb_their_settings(tmp_path):
     assert pbt.round(150, configs) == []  # (next round at 200; no episode since: -inf)
 
 
+def test_a_perturbed_setting_stays_within_its_key_s_bounds():
+    configs = [c.algo for c in plan_run(load_config(None, [
+        "population.size=2", "population.vary={algo.gamma: [0.99, 0.995], "
+        "algo.gae_lambda: [0.9, 0.95]}"])).population.configs]
+    pbt = PBT(PBTConfig(every_steps=100, fraction=0.5, perturb=[1.25]), 2,
+              ["algo.gamma", "algo.gae_lambda"], seed=7, run_dir=None)
+    pbt.observe(*_episodes([10.0, 40.0]))
+    (copy,) = pbt.round(100, configs)
+    assert copy.settings == {"algo.gamma": 1.0, "algo.gae_lambda": 1.0}  # (not 1.24, 1.19)
+
+
 def test_a_solved_member_copies_no_one(tmp_path):
     configs = [c.algo for c in plan_run(load_config(None, PBT_RUN)).population.configs]
     pbt = PBT(PBTConfig(every_steps=100, fraction=0.5), 4, ["algo.lr"], seed=7, run_dir=None)
@@ -92,3 +104,30 @@ def test_a_copied_member_takes_its_source_s_weights_optimizer_and_settings(exact
     restored.load_state_dict(state)
     assert restored.updates[1].cfg.lr == copy.settings["algo.lr"]  # (the lineage replayed)
     assert restored.pbt.lineage == update.pbt.lineage
+
+
+def test_a_copied_member_takes_its_source_s_reward_statistics_and_discount():
+    plan = plan_run(load_config(None, [
+        "population.size=4", "population.pbt.every_steps=100", "population.pbt.fraction=0.25",
+        "algo.normalize_reward=true", "population.vary={algo.gamma: [0.9, 0.95, 0.98, 0.99]}"]))
+    update = plan.make_update(plan.policy(), torch.device("cpu"))
+    scale = ReturnScale(plan.cfg.total_envs, *plan.return_groups())
+    update.bind_reward_scale(scale)
+    for g, stats in enumerate(scale.stats):  # (statistics of each member's own)
+        stats.update(torch.full((5, 1), float(g + 1)) * torch.arange(5.0)[:, None])
+    update.pbt = PBT(update.pbt.cfg, 4, update.pbt.keys, seed=1, run_dir=None)
+    update.pbt.observe(*_episodes([5.0, 1.0, 9.0, 7.0]))
+    update.pbt.next_round = 0  # member 1 the worst, 2 the best
+    no_episodes = {"terminated": torch.zeros(1, 0, dtype=torch.bool),
+                   "truncated": torch.zeros(1, 0, dtype=torch.bool)}
+    update._pbt_round(no_episodes, [], 0)
+    (copy,) = update.pbt.lineage
+    assert (copy.member, copy.source) == (1, 2)
+    assert torch.equal(scale.stats[1].var, scale.stats[2].var)
+    assert not torch.equal(scale.stats[0].var, scale.stats[2].var)
+    assert scale.gammas[1] == copy.settings["algo.gamma"] != 0.95
+    restored = plan.make_update(plan.policy(), torch.device("cpu"))
+    again = ReturnScale(plan.cfg.total_envs, *plan.return_groups())
+    restored.bind_reward_scale(again)
+    restored.load_state_dict(update.state_dict())
+    assert again.gammas[1] == copy.settings["algo.gamma"]  # (the lineage replayed)
