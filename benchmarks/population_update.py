@@ -299,21 +299,29 @@ def acting_steps(plan, envs: int, k: int) -> dict[str, Step]:
     return {"loop": loop, "stacked numpy": stacked.act}
 
 
-def update_steps(k: int) -> tuple[dict[str, Step], int]:
-    """The learner's whole update of K members of CartPole's shipped PPO config on a
+#: the configs of the whole-update table, by algorithm: CartPole's shipped PPO; a2c and appo
+#: at their defaults on CartPole (they refuse the PPO config's epochs, or its GAE lambda)
+UPDATE_CONFIGS = {"ppo": (CONFIGS / "cartpole_ppo.yaml", []),
+                  "a2c": (None, ["algo.name=a2c"]), "appo": (None, ["algo.name=appo"])}
+
+
+def update_steps(k: int, algo: str = "ppo") -> tuple[dict[str, Step], int]:
+    """The learner's whole update of K members of ``algo``'s config (UPDATE_CONFIGS) on a
     synthetic batch (two slots a member, as its single run trains), one member after
     another (``population.exact``) and all at once (fastrl.population.update's
     BatchedUpdate; for K=1 both are the single run's update); and the gradient steps of one
     member-update."""
     steps = {}
+    path, overrides = UPDATE_CONFIGS[algo]
     for name, exact in (("exact loop", "true"), ("batched", "false")):
-        cfg = load_config(CONFIGS / "cartpole_ppo.yaml",
-                          [f"population.size={k}", f"population.exact={exact}"])
+        cfg = load_config(path, [*overrides, f"population.size={k}",
+                                 f"population.exact={exact}"])
         plan = plan_run(cfg)
         update = plan.make_update(plan.policy(), torch.device("cpu"))
         batch = synthetic_batch(plan, 2)
         steps[name] = lambda update=update, batch=batch: update.update(batch, 0.0, 0)
-    return steps, cfg.algo.update_epochs * cfg.algo.num_minibatches
+    minibatches, epochs = cfg.algo.algorithm.minibatches(cfg.algo)
+    return steps, minibatches * epochs
 
 
 def main() -> None:
@@ -323,6 +331,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=1.0, help="per variant and round")
     p.add_argument("--out", type=Path, help="JSON file of every round and median")
+    p.add_argument("--update-algos", default="ppo",
+                   help=f"algorithms of the whole-update table, of {', '.join(UPDATE_CONFIGS)}")
     args = p.parse_args()
     cfg = load_config(CONFIGS / "cartpole_ppo.yaml")
     plan = plan_run(cfg)
@@ -351,16 +361,17 @@ def main() -> None:
             print(f"  K={k:3d}  " + "  ".join(f"{n} {v:7.1f}" for n, v in med.items()))
         updates = []
         print("The whole update (advantages, every epoch and minibatch): milliseconds per "
-              "member-update")
-        for k in map(int, args.members.split(",")):
-            steps, gradient_steps = update_steps(k)
-            med, us = median_us(steps, k, args.rounds, args.seconds)
-            floor = floor_us * gradient_steps
-            updates.append({"members": k, "median_us": med, "rounds_us": us,
-                            "floor_us": floor,
-                            "over_floor": {n: v / floor for n, v in med.items()}})
-            print(f"  K={k:3d}  " + "  ".join(f"{n} {v / 1e3:6.2f} ({v / floor:4.1f}x floor)"
-                                            for n, v in med.items()))
+              "member-update (a2c, appo: floor at PPO's minibatch size)")
+        for algo in args.update_algos.split(","):
+            for k in map(int, args.members.split(",")):
+                steps, gradient_steps = update_steps(k, algo)
+                med, us = median_us(steps, k, args.rounds, args.seconds)
+                floor = floor_us * gradient_steps
+                updates.append({"algo": algo, "members": k, "median_us": med, "rounds_us": us,
+                                "floor_us": floor,
+                                "over_floor": {n: v / floor for n, v in med.items()}})
+                print(f"  {algo:4s} K={k:3d}  " + "  ".join(
+                    f"{n} {v / 1e3:6.2f} ({v / floor:4.1f}x floor)" for n, v in med.items()))
     if args.out:
         doc = {**provenance("python benchmarks/population_update.py"),
                "options": {k: str(v) for k, v in vars(args).items()},
