@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(300)
 
 # Serial runtime (no processes to start), short and small: the policies only need to be
 # trained ones, not good ones.
-RUN = [*TINY, "infra.runtime=serial", "infra.num_workers=1", "algo.total_steps=2048",
+RUN = [*TINY, "infra.runtime=serial", "infra.num_workers=1", "algo.total_steps=1024",
        "algo.target_return=null", "log.eval_every_steps=100000", "log.tensorboard=false"]
 SMALL_OFF_POLICY = ["algo.hidden_sizes=[32,32]", "algo.replay.batch_size=32",
                     "algo.replay.learning_starts=256", "algo.replay.updates_per_step=0.25"]
@@ -121,7 +121,7 @@ def test_export_acts_like_the_checkpoint_and_describes_itself(algo, fmt, runs, t
     assert meta["config_hash"] == manifest["config_hash"]
     assert meta["fastrl_version"] == fastrl.__version__
     assert meta["checkpoint"] == str(loaded.checkpoint.path.resolve())
-    assert meta["global_step"] == loaded.checkpoint.global_step == 2048
+    assert meta["global_step"] == loaded.checkpoint.global_step == 1024
     assert meta["normalizer_baked_in"] is (algo == "ppo-norm")
     obs_space, act_space = loaded.plan.obs_space, loaded.plan.act_space
     assert meta["inputs"] == [{"name": "obs", "shape": ["batch", *obs_space.shape],
@@ -170,8 +170,8 @@ def test_cli_exports_and_reports_agreement_and_latency(runs, tmp_path):
          "--repeats", "3", "--threads", "1"],
         capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
-    artifact = runs["ppo"] / "exports" / "policy-step2048.pt2"  # the default --out
-    assert artifact.with_name("policy-step2048.pt2.json").is_file()
+    artifact = runs["ppo"] / "exports" / "policy-step1024.pt2"  # the default --out
+    assert artifact.with_name("policy-step1024.pt2.json").is_file()
     assert_acts_like_the_checkpoint(artifact, "torch-export", runs["ppo"])
     assert "on 256/256 sampled observations" in proc.stdout
     for batch in (1, 256):
@@ -204,7 +204,7 @@ def test_cli_names_the_missing_package_and_how_to_install_it(runs, monkeypatch, 
     assert main([str(runs["ppo"]), "--format", "onnx"]) == 2
     err = capsys.readouterr().err
     assert "not installed: onnxruntime;" in err and INSTALL in err
-    assert not (runs["ppo"] / "exports" / "policy-step2048.onnx").exists()
+    assert not (runs["ppo"] / "exports" / "policy-step1024.onnx").exists()
 
 
 class DataDependentPolicy(torch.nn.Module):

@@ -29,9 +29,12 @@ RUNS = {
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("run", sorted(RUNS))
-def test_agents_that_come_and_go_share_one_policy_that_learns(run, tmp_path, no_shm_residue):
+def test_agents_that_come_and_go_share_one_policy_that_learns(run, request, tmp_path,
+                                                              no_shm_residue):
     args = [a for a in RELAY if run != "a2c" or not a.startswith(("algo.num_minibatches",
                                                                      "algo.update_epochs"))]
+    if run == "ray":  # on the conftest's Ray (a Ray started for the run: tests/runtime)
+        args.append(f"infra.ray_address={request.getfixturevalue('ray_address')}")
     proc = train_main([*args, *RUNS[run]], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = last_json(proc.stdout)

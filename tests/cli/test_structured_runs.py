@@ -52,9 +52,11 @@ def test_masked_dict_observations_train_without_an_illegal_action(run, tmp_path,
 
 
 @pytest.mark.timeout(300)
-def test_masked_dict_observations_on_the_ray_runtime(tmp_path, no_shm_residue):
-    proc = train_main([*PICK, "infra.runtime=ray", "algo.core=gru", "algo.core_size=16"],
-                      tmp_path)
+def test_masked_dict_observations_on_the_ray_runtime(ray_address, tmp_path, no_shm_residue):
+    # On the conftest's Ray, as on a user's cluster: a Ray that fastrl starts for the run is
+    # tests/runtime/test_ray.py's, and its shutdown alone takes seconds.
+    proc = train_main([*PICK, "infra.runtime=ray", f"infra.ray_address={ray_address}",
+                       "algo.core=gru", "algo.core_size=16"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert last_json(proc.stdout)["global_step"] >= 4096
 

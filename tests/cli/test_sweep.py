@@ -1,4 +1,4 @@
-"""``python -m fastrl.sweep``: a 4-trial sweep on a small task prunes the trial that cannot
+"""``python -m fastrl.sweep``: a 3-trial sweep on a small task prunes the trial that cannot
 learn, keeps its study in SQLite and writes a best config that trains as it is; a sweep
 killed with SIGKILL leaves no trial running and, resumed, finishes with every finished trial
 kept; a bad search space or --parallel is one line and exit 2."""
@@ -26,11 +26,15 @@ from fastrl.sweep.cli import check_cores, main
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "cartpole_ppo.yaml"
 # One learning rate that learns and one that cannot (the seed-0 sampler draws each within
-# the first two trials, the pruner's start-up, and the bad one after them).
+# the first two trials, the pruner's start-up, and the bad one after them). The good one
+# reaches the threshold at 5-5.5k steps: the cap leaves it room and ends the start-up
+# trial that cannot learn sooner.
 SPACE = "algo.lr: [2.0e-3, 1.0e-9]\n"
-ARGS = ["--trials", "4", "--threshold", "60", "--max-steps", "20000", "--max-seconds", "60",
+ARGS = ["--trials", "3", "--threshold", "60", "--max-steps", "10240", "--max-seconds", "60",
         "--report-every", "2048", "--startup-trials", "2", "--seed", "0",
         "infra.num_workers=1"]
+# Where no trial has to learn or be pruned: a shorter cap (argparse keeps the last one).
+SHORT = ["--max-steps", "4096"]
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -64,7 +68,7 @@ def test_a_sweep_prunes_the_trial_that_cannot_learn_and_writes_its_best(tmp_path
                  *ARGS]) == 0
     done = trials(out)
     states = [t.state for t in done]
-    assert len(done) == 4 and TrialState.PRUNED in states, [(t.params, t.state) for t in done]
+    assert len(done) == 3 and TrialState.PRUNED in states, [(t.params, t.state) for t in done]
     for t in done:  # each trial is a normal run directory
         assert (Path(t.user_attrs["run_dir"]) / "config.yaml").is_file()
         assert t.state != TrialState.PRUNED or t.params["algo.lr"] == 1e-9
@@ -79,7 +83,8 @@ def test_a_killed_sweep_resumes_and_keeps_every_finished_trial(tmp_path, no_shm_
     (tmp_path / "space.yaml").write_text(SPACE)
     out = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "fastrl.sweep", str(CONFIG), "--space",
-           str(tmp_path / "space.yaml"), "--out", str(out), *ARGS[:1], "2", *ARGS[2:]]
+           str(tmp_path / "space.yaml"), "--out", str(out), *ARGS[:1], "2", *ARGS[2:],
+           *SHORT]
     sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -158,7 +163,8 @@ def test_parallel_trials_run_at_once_where_the_cores_allow(tmp_path, monkeypatch
     (tmp_path / "space.yaml").write_text(SPACE)
     out = tmp_path / "sweep"
     assert main([str(CONFIG), "--space", str(tmp_path / "space.yaml"), "--out", str(out),
-                 *ARGS[:1], "2", *ARGS[2:], "--parallel", "2", "--pruner", "none"]) == 0
+                 *ARGS[:1], "2", *ARGS[2:], *SHORT, "--parallel", "2", "--pruner",
+                 "none"]) == 0
     done = [t for t in trials(out) if t.state == TrialState.COMPLETE]
     assert len(done) == 2
     (a, b) = sorted(done, key=lambda t: t.datetime_start)

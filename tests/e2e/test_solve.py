@@ -8,7 +8,7 @@ runtimes."""
 from __future__ import annotations
 
 import pytest
-from helpers import CONFIGS, RAY, assert_solved, last_json, run_dir_of, run_train
+from helpers import CONFIGS, RAY, assert_solved, last_json, run_dir_of, train_main
 
 from fastrl.config import load_config
 from fastrl.trainer import Trainer
@@ -31,9 +31,10 @@ def test_default_config_solves_cartpole(algo, seed, tmp_path, no_shm_residue):
 @pytest.mark.timeout(600)
 def test_default_config_solves_cartpole_on_ray(ray_address, tmp_path, no_shm_residue):
     # python -m fastrl.train configs/cartpole_ppo.yaml infra.runtime=ray, on this module's
-    # Ray; the same bar as the local runtime's.
+    # Ray; the same bar as the local runtime's. (Its main in this process: no interpreter
+    # and torch to start; a run joining a Ray from a process of its own: test_ray.py.)
     overrides = [*RAY, f"infra.ray_address={ray_address}", "log.console=false"]
-    proc = run_train([str(CONFIGS / "cartpole_ppo.yaml"), *overrides], tmp_path, timeout=540)
+    proc = train_main([str(CONFIGS / "cartpole_ppo.yaml"), *overrides], tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = last_json(proc.stdout)
     print(f"ray: solved at {result['global_step']} env steps in {result['wall_s']} s, "
