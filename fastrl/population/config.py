@@ -56,8 +56,9 @@ def varied(algo: Any, values: dict[str, float]) -> Any:
     return algo
 
 
-def value_of(algo: Any, key: str) -> float:
-    """The value of the ``algo.``-key ``key`` in ``algo``."""
+def value_of(algo: Any, key: str) -> Any:
+    """The value of the ``algo.``-key ``key`` in ``algo`` (a section's: the section;
+    ``"algo"``: ``algo``)."""
     for part in key.split(".")[1:]:
         algo = getattr(algo, part)
     return algo
@@ -66,10 +67,8 @@ def value_of(algo: Any, key: str) -> float:
 def within_bounds(algo: Any, key: str, value: float) -> float:
     """``value`` for the ``algo.``-key ``key`` of ``algo`` brought within the key's bounds
     (its ``le`` and ``ge``); a value at or past its ``gt`` bound gives ``algo``'s own."""
-    *path, name = key.split(".")[1:]
-    section = algo
-    for part in path:
-        section = getattr(section, part)
+    parent, _, name = key.rpartition(".")
+    section = value_of(algo, parent)
     meta = next(f.metadata for f in fields(section) if f.name == name)
     value = min(value, meta.get("le", value))
     value = max(value, meta.get("ge", value))
