@@ -24,6 +24,13 @@ shipped config: advantages, then every epoch's gradient steps), one member after
 (``population.exact=true``) against all at once (the default), per member-update, against
 the floor of its gradient steps.
 
+A fourth table times recurrent members (``RECURRENT_CONFIG``'s LSTM actor-critic): one
+epoch's gradient of each on its env sequences, through autograd one member after another
+(``loop``, what a population of recurrent members runs) against ``torch.func``'s per-member
+gradient under ``vmap`` over their stacked parameters. torch has no batching rule for its
+LSTM sequence kernel, which ``vmap`` then runs once per member, with a warning that is
+silenced here.
+
 A second table times a worker's side: the action choice for every member's envs (the
 config's ``envs_per_worker`` each), the numpy actor once per member against one stacked
 forward with the same sampling.
@@ -40,6 +47,7 @@ import argparse
 import json
 import os
 import statistics
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -251,6 +259,129 @@ def variants(members: list[Member]) -> dict[str, tuple[Step, Callable[[int], lis
             "vmap": (vmapped.step, vmapped.grads)}
 
 
+class _Sequences(nn.Module):
+    """A recurrent policy's ``evaluate_sequences`` as a module's forward, the one method
+    ``torch.func.functional_call`` runs."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, *args: torch.Tensor):
+        return self.policy.evaluate_sequences(*args)
+
+
+class RecurrentMembers:
+    """K recurrent members (RECURRENT_CONFIG's LSTM actor-critic), each with its own env
+    sequences (the config's batch: a slot of every worker, one minibatch), and one epoch's
+    gradient of each: through autograd one member after another (``loop``: what a
+    population of recurrent members runs), or ``torch.func``'s per-member gradient under
+    ``vmap`` over the members' stacked parameters. As above, the loss is given by its
+    derivatives with respect to each log-probability and value. The members share where
+    episodes start, so that ``vmap`` lays the sequences out once for all."""
+
+    def __init__(self, plan, k: int, rng: np.random.Generator) -> None:
+        steps, envs = plan.cfg.infra.rollout_len, plan.cfg.batch_size // plan.cfg.infra.rollout_len
+        self.members = [plan.policy() for _ in range(k)]
+        state = self.members[0].state_size
+
+        def floats(*shape: int) -> torch.Tensor:
+            return torch.from_numpy(rng.standard_normal(shape, np.float32))
+
+        self.first = torch.from_numpy(rng.random((steps, envs)) < 0.02)
+        self.obs = floats(k, steps, envs, *plan.obs_space.shape)
+        self.action = torch.from_numpy(rng.integers(0, plan.act_space.n, (k, steps, envs)))
+        self.state, self.d_log_prob, self.d_value = (
+            0.1 * floats(k, envs, state), floats(k, steps, envs), floats(k, steps, envs))
+        self.params, self.buffers = torch.func.stack_module_state(self.members)
+        self._sequences = _Sequences(self.members[0])
+        self._per_member = torch.func.vmap(torch.func.grad(self._loss))
+        self._grads: dict[str, torch.Tensor] = {}
+
+    def _loss(self, params, buffers, obs, action, state, d_log_prob, d_value) -> torch.Tensor:
+        """One member's loss whose derivatives are ``d_log_prob`` and ``d_value``."""
+        named = {f"policy.{n}": v for n, v in {**params, **buffers}.items()}
+        log_prob, _, value = torch.func.functional_call(self._sequences, named,
+                                                        (obs, action, self.first, state))
+        return (log_prob * d_log_prob).sum() + (value * d_value).sum()
+
+    def loop(self) -> None:
+        """Each member's gradient through autograd, one after another."""
+        for k, member in enumerate(self.members):
+            member.zero_grad(set_to_none=True)
+            log_prob, _, value = member.evaluate_sequences(self.obs[k], self.action[k],
+                                                           self.first, self.state[k])
+            ((log_prob * self.d_log_prob[k]).sum() + (value * self.d_value[k]).sum()).backward()
+
+    def vmap(self) -> None:
+        """Every member's gradient under ``vmap``."""
+        self._grads = self._per_member(self.params, self.buffers, self.obs, self.action,
+                                       self.state, self.d_log_prob, self.d_value)
+
+    def check_gradients(self) -> None:
+        """``vmap``'s gradients equal the loop's (float32 rounding)."""
+        self.loop()
+        self.vmap()
+        for k, member in enumerate(self.members):
+            for name, p in member.named_parameters():
+                if not p.requires_grad:  # (the observation normaliser's statistics)
+                    continue
+                np.testing.assert_allclose(self._grads[name][k].detach().numpy(),
+                                           p.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                           err_msg=f"vmap, member {k}, {name}")
+
+
+class StackedCores:
+    """The LSTM core alone, K members' cells over their own sequences (no episode starts),
+    forward and backward: torch's sequence kernel once per member (``kernel loop``), or
+    one unroll over the members' stacked weights, a ``torch.bmm`` per step (``stacked
+    unroll``)."""
+
+    def __init__(self, members: RecurrentMembers) -> None:
+        k, (steps, envs) = len(members.members), members.first.shape
+        cells = [m.core for m in members.members]
+        self.cells = cells
+        self.x = torch.randn(k, steps, envs, cells[0].input_size)
+        self.w_ih = torch.stack([c.weight_ih.detach().T for c in cells]).requires_grad_()
+        self.w_hh = torch.stack([c.weight_hh.detach().T for c in cells]).requires_grad_()
+        self.bias = torch.stack([(c.bias_ih + c.bias_hh).detach() for c in cells])[:, None]
+        self.bias.requires_grad_()
+
+    def kernel_loop(self) -> None:
+        """Each member's cell through the sequence kernel, summed, then backward."""
+        total = 0
+        for cell, x in zip(self.cells, self.x):
+            zeros = x.new_zeros(1, x.shape[1], cell.hidden_size)
+            weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+            total = total + torch.lstm(x, (zeros, zeros), weights, True, 1, 0.0, True, False,
+                                       False)[0].square().sum()
+        total.backward()
+
+    def stacked_unroll(self) -> None:
+        """Every member's cell at once, step by step, summed, then backward."""
+        k, steps, envs, _ = self.x.shape
+        gates_x = torch.matmul(self.x.transpose(0, 1), self.w_ih) + self.bias  # [T, K, B, 4H]
+        h = c = self.x.new_zeros(k, envs, self.w_hh.shape[1])
+        total = 0
+        for t in range(steps):
+            i, f, g, o = (gates_x[t] + torch.bmm(h, self.w_hh)).chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            total = total + h.square().sum()
+        total.backward()
+
+    def check_gradients(self) -> None:
+        """Both give each member's cell the same gradients (float32 rounding)."""
+        for cell in self.cells:
+            cell.zero_grad(set_to_none=True)
+        self.w_hh.grad = None
+        self.kernel_loop()
+        self.stacked_unroll()
+        for k, cell in enumerate(self.cells):
+            np.testing.assert_allclose(self.w_hh.grad[k].T.numpy(), cell.weight_hh.grad.numpy(),
+                                       rtol=1e-4, atol=1e-4, err_msg=f"core, member {k}")
+
+
 def check_gradients(found: dict[str, tuple[Step, Callable[[int], list]]], k: int) -> None:
     """Every variant's gradients equal ``loop``'s (float32 rounding)."""
     for step, _ in found.values():
@@ -301,6 +432,9 @@ def acting_steps(plan, envs: int, k: int) -> dict[str, Step]:
 
 #: the configs of the whole-update table, by algorithm: CartPole's shipped PPO; a2c and appo
 #: at their defaults on CartPole (they refuse the PPO config's epochs, or its GAE lambda)
+#: the recurrent table's config: an LSTM actor-critic (its own core for the critic)
+RECURRENT_CONFIG = CONFIGS / "cartpole_novel_lstm.yaml"
+
 UPDATE_CONFIGS = {"ppo": (CONFIGS / "cartpole_ppo.yaml", []),
                   "a2c": (None, ["algo.name=a2c"]), "appo": (None, ["algo.name=appo"])}
 
@@ -334,6 +468,8 @@ def main() -> None:
     p.add_argument("--update-algos", default="ppo",
                    help=f"algorithms of the whole-update table, of {', '.join(UPDATE_CONFIGS)}")
     args = p.parse_args()
+    # (vmap's per-member fallback for the LSTM kernel: what the recurrent table measures)
+    warnings.filterwarnings("ignore", message="There is a performance drop")
     cfg = load_config(CONFIGS / "cartpole_ppo.yaml")
     plan = plan_run(cfg)
     batch = cfg.batch_size // cfg.algo.num_minibatches
@@ -359,6 +495,21 @@ def main() -> None:
             med, us = median_us(acting_steps(plan, envs, k), k, args.rounds, args.seconds)
             acting.append({"members": k, "median_us": med, "rounds_us": us})
             print(f"  K={k:3d}  " + "  ".join(f"{n} {v:7.1f}" for n, v in med.items()))
+        recurrent = []
+        rplan = plan_run(load_config(RECURRENT_CONFIG))
+        print(f"Recurrent members ({RECURRENT_CONFIG.name}), one epoch's gradients: "
+              "microseconds per member")
+        for k in map(int, args.members.split(",")):
+            members = RecurrentMembers(rplan, k, np.random.default_rng(k))
+            members.check_gradients()
+            cores = StackedCores(members)
+            cores.check_gradients()
+            med, us = median_us({"loop": members.loop, "vmap": members.vmap,
+                                 "core: kernel loop": cores.kernel_loop,
+                                 "core: stacked unroll": cores.stacked_unroll}, k, args.rounds,
+                                args.seconds)
+            recurrent.append({"members": k, "median_us": med, "rounds_us": us})
+            print(f"  K={k:3d}  " + "  ".join(f"{n} {v:8.1f}" for n, v in med.items()))
         updates = []
         print("The whole update (advantages, every epoch and minibatch): milliseconds per "
               "member-update (a2c, appo: floor at PPO's minibatch size)")
@@ -376,7 +527,8 @@ def main() -> None:
         doc = {**provenance("python benchmarks/population_update.py"),
                "options": {k: str(v) for k, v in vars(args).items()},
                "minibatch": batch, "floor_us": floor_us, "peak_flops": peak, "rows": rows,
-               "acting_envs": envs, "acting": acting, "updates": updates}
+               "acting_envs": envs, "acting": acting, "recurrent": recurrent,
+               "updates": updates}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
 
