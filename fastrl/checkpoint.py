@@ -18,7 +18,12 @@ that fails (a full disk: :class:`~fastrl.core.files.DiskFull`) removes its tempo
 one left by a process that died mid-write is removed by the next checkpoint, and when a run
 starts or resumes (:func:`remove_stale_temps`). A folder whose manifest is missing or whose
 files do not match it is reported and skipped when resuming, and renamed
-``corrupt-<name>`` so that retention never counts it among the newest K.
+``corrupt-<name>`` so that retention never counts it among the newest K; a run that goes
+back to an older checkpoint renames the intact newer ones ``superseded-<name>``.
+
+A fork (:func:`fork_run`) starts a new run directory from a checkpoint of another run; its
+``fork.json`` names the parent, and every checkpoint it writes carries that in its
+manifest.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ PARKED = ".parked"  # worker states left at the end of a run, for its final chec
 FORMAT = 1
 TEMP_PREFIX = ".tmp-"  # a checkpoint being written: .tmp-<seq>-step<N>-<pid>
 CORRUPT_PREFIX = "corrupt-"  # a checkpoint that failed verification, set aside
+SUPERSEDED_PREFIX = "superseded-"  # an intact one newer than the checkpoint a run went back to
+FORK = "fork.json"  # a forked run's parent: its run, checkpoint, step and changed config keys
+#: what a fork takes of its parent's run directory besides the checkpoint: the history up to
+#: it (a resumed run drops the rows and scalars logged after its checkpoint's step)
+HISTORY = ("episodes.csv", "evals.csv", "members.csv", "tb")
 
 
 class CheckpointError(RuntimeError):
@@ -169,7 +179,8 @@ def save_checkpoint(run_dir: Path | str, global_step: int,
         "format": FORMAT, "fastrl_version": __version__, "git_sha": git_sha(),
         "gymnasium_version": gymnasium.__version__, "torch_version": torch.__version__,
         "numpy_version": np.__version__, "global_step": global_step,
-        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **info, "files": files,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **info,
+        **fork_parent(run_dir), "files": files,
     }
     with telling_disk_full(final / MANIFEST, lambda: shutil.rmtree(tmp, ignore_errors=True)):
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -223,12 +234,13 @@ def _newest_valid(run_dir: Path | str) -> tuple[Checkpoint | None, list[tuple[Pa
     return None, skipped
 
 
-def set_aside(path: Path) -> Path:
-    """Rename a checkpoint folder that failed verification to ``corrupt-<name>`` beside it
-    (``-1``, ``-2``, ... when that name is taken); returns its new path."""
-    target, n = path.with_name(CORRUPT_PREFIX + path.name), 1
+def set_aside(path: Path, prefix: str = CORRUPT_PREFIX) -> Path:
+    """Rename a checkpoint folder to ``<prefix><name>`` beside it (``corrupt-``: it failed
+    verification; ``-1``, ``-2``, ... when that name is taken): no resume or retention
+    counts it any more. Returns its new path."""
+    target, n = path.with_name(prefix + path.name), 1
     while target.exists():
-        target, n = path.with_name(f"{CORRUPT_PREFIX}{path.name}-{n}"), n + 1
+        target, n = path.with_name(f"{prefix}{path.name}-{n}"), n + 1
     os.rename(path, target)
     return target
 
@@ -244,11 +256,98 @@ def load_for_resume(run_dir: Path | str) -> tuple[Checkpoint, list[str]]:
 
 
 def set_aside_newer(run_dir: Path | str, ckpt: Checkpoint) -> list[str]:
-    """Rename every checkpoint folder newer than ``ckpt`` (the ones a resume from it
-    skipped as corrupt) to ``corrupt-<name>`` (:func:`set_aside`): retention would otherwise
-    count them among the newest K and delete an intact one instead. A note per folder."""
-    newer = [p for p in _folders(run_dir) if _sequence(p.name) > _sequence(ckpt.path.name)]
-    return [f"set {path.name} aside as {set_aside(path).name}" for path in newer]
+    """Rename every checkpoint folder newer than ``ckpt``, the one a run resumes from
+    (:func:`set_aside`): ``corrupt-<name>`` where it fails verification (those a resume
+    from the run skipped), ``superseded-<name>`` where it is intact (a resume from an
+    older checkpoint: kept, for a fork from it). Retention would otherwise count them
+    among the newest K and delete the one resumed from instead, and a later resume of the
+    run would take them. A note per folder."""
+    notes = []
+    for path in _folders(run_dir):
+        if _sequence(path.name) <= _sequence(ckpt.path.name):
+            continue
+        try:
+            verify(path)
+            prefix = SUPERSEDED_PREFIX
+        except CheckpointError:
+            prefix = CORRUPT_PREFIX
+        notes.append(f"set {path.name} aside as {set_aside(path, prefix).name}")
+    return notes
+
+
+def resume_target(path: Path | str) -> tuple[Path, Checkpoint | None]:
+    """What ``--resume PATH`` names: the run directory, and the checkpoint folder of it
+    that PATH is (verified), or None where PATH is the run directory itself (its newest
+    valid checkpoint: :func:`load_for_resume`)."""
+    path = Path(path)
+    if not (path / MANIFEST).is_file():
+        return path, None
+    if path.parent.name != CHECKPOINTS:
+        raise CheckpointError(
+            f"{path}: a checkpoint folder outside a run's {CHECKPOINTS}/ folder; --resume "
+            f"takes a run directory or one of its {CHECKPOINTS}/<checkpoint> folders")
+    return path.parent.parent, verify(path)
+
+
+def check_live(ckpt: Checkpoint) -> None:
+    """Refuse to resume a run in place from a checkpoint that was set aside
+    (:func:`set_aside_newer`): its run has gone on from an older one."""
+    if _sequence(ckpt.path.name) < 0:
+        raise CheckpointError(
+            f"{ckpt.path}: this checkpoint was set aside when its run went back to an older "
+            "one; continue it in a run directory of its own with --fork NAME")
+
+
+def fork_run(ckpt: Checkpoint, new_dir: Path) -> Checkpoint:
+    """Start the run directory ``new_dir`` from ``ckpt`` (a checkpoint folder of a run):
+    the checkpoint, its files hard-linked where the file system allows (no file of a
+    checkpoint is ever written again, only removed), else copied; the run's history up to
+    it (:data:`HISTORY`, copied: the new run rewrites it); and the checkpoint's config. A
+    checkpoint set aside as superseded takes back its own name there.
+    Returns the checkpoint in ``new_dir``. Nothing is left of ``new_dir`` if a copy fails
+    (a full disk raises :class:`~fastrl.core.files.DiskFull`)."""
+    parent = ckpt.path.parent.parent
+    with telling_disk_full(new_dir):
+        new_dir.mkdir(parents=True)  # (FileExistsError for one that exists: never overwritten)
+    try:
+        with telling_disk_full(new_dir):
+            name = ckpt.path.name.removeprefix(SUPERSEDED_PREFIX)  # (a live one there)
+            copied = shutil.copytree(ckpt.path, checkpoints_dir(new_dir) / name,
+                                     copy_function=_link_or_copy)
+            for name in HISTORY:
+                if (parent / name).is_dir():
+                    shutil.copytree(parent / name, new_dir / name)
+                elif (parent / name).is_file():
+                    shutil.copyfile(parent / name, new_dir / name)
+            shutil.copyfile(ckpt.path / "config.yaml", new_dir / "config.yaml")
+    except BaseException:
+        shutil.rmtree(new_dir, ignore_errors=True)
+        raise
+    return Checkpoint(copied, ckpt.manifest)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link of ``src`` at ``dst``; a copy where the file system has none."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def write_fork(new_dir: Path, ckpt: Checkpoint, parent: Path, changes: list[str]) -> None:
+    """Record where the run ``new_dir`` was forked from: ``parent`` (the run), its
+    checkpoint ``ckpt``, its step and the config keys changed (``fork.json``; every
+    checkpoint the new run writes carries it in its manifest as ``parent``)."""
+    record = {"run": str(parent.resolve()), "checkpoint": ckpt.path.name,
+              "global_step": ckpt.global_step, "changes": changes}
+    (new_dir / FORK).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def fork_parent(run_dir: Path | str) -> dict[str, Any]:
+    """``{"parent": ...}``: the :func:`write_fork` record of a forked run; empty for
+    others."""
+    path = Path(run_dir) / FORK
+    return {"parent": json.loads(path.read_text())} if path.is_file() else {}
 
 
 def find_checkpoint(path: Path | str) -> tuple[Checkpoint, list[str]]:

@@ -55,6 +55,7 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gymnasium import spaces
@@ -121,7 +122,7 @@ def _feature_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
+def describe(plan: RunPlan, run_dir: str | Path | None = None) -> dict[str, Any]:
     """The architecture of the run ``plan`` describes, as plain data (see the module doc).
 
     ``run_dir`` is the run's folder when it exists already (a resumed run); by default the
@@ -140,7 +141,7 @@ def describe(plan: RunPlan, run_dir: str | None = None) -> dict[str, Any]:
         "weights": {"transport": f"{_memory(cfg)}-memory seqlock" + (
             ", broadcast to the actors through Ray's object store" if _ray(cfg) else ""),
                     "num_params": plan.num_params, "bytes": plan.weights_bytes},
-        "logging": _logging_part(plan, run_dir or _new_run_dir(cfg)),
+        "logging": _logging_part(plan, str(run_dir) if run_dir else _new_run_dir(cfg)),
         "supervisor": _supervisor_part(cfg),
         "shared_memory": _shared_memory_part(plan),
     }, plan)

@@ -19,9 +19,13 @@ from typing import Any
 from fastrl.callbacks import Callback
 from fastrl.checkpoint import (
     Checkpoint,
+    check_live,
     describe_latest,
+    fork_run,
     load_for_resume,
+    resume_target,
     set_aside_newer,
+    write_fork,
 )
 from fastrl.config import (
     ConfigError,
@@ -86,6 +90,17 @@ def _claim(parent: Path, names: Iterator[str]) -> Path | None:
         except FileExistsError:
             continue
     return None
+
+
+def fork_dir(run_dir: Path, name: str | Path) -> Path:
+    """The run directory ``--fork NAME`` makes: beside ``run_dir`` for a bare name, else the
+    path given; refused where it exists."""
+    name = Path(name)
+    target = run_dir.parent / name if len(name.parts) == 1 else name
+    if target.exists():
+        raise ConfigError(f"--fork {name}: {target} exists already; a fork starts a run "
+                          "directory of its own")
+    return target
 
 
 def check_writable(run_dir: Path) -> None:
@@ -200,37 +215,62 @@ class Trainer:
         return self._plan
 
     @classmethod
-    def resume(cls, run_dir: str | Path, overrides: list[str] = (), *,
+    def resume(cls, path: str | Path, overrides: list[str] = (), *,
+               fork: str | Path | None = None,
                env_fn: Callable[..., Any] | str | None = None,
                vector_env_fn: Callable[..., Any] | str | None = None,
                policy: Any = None, callbacks: Sequence[Callback] = ()) -> Trainer:
-        """A trainer that continues ``run_dir`` from its newest valid checkpoint: same global
-        step, same TensorBoard run, the run's config with ``overrides`` applied.
+        """A trainer that continues a run from a checkpoint: ``path`` is a run directory
+        (its newest valid checkpoint, with the run's config) or one of its checkpoint
+        folders (that checkpoint, with the config that wrote it), and ``overrides`` apply
+        on top. It continues at the checkpoint's global step, in the same TensorBoard run
+        and CSV files, from which what was logged after that step is dropped; checkpoints
+        newer than the one resumed are set aside (``corrupt-<name>`` or
+        ``superseded-<name>``, fastrl.checkpoint.set_aside_newer).
+
+        With ``fork`` (a name beside the run directory, or a path) the run continues in
+        a new run directory instead, which starts from the checkpoint and the run's history
+        up to it, and records its parent (run, checkpoint, changed keys) in ``fork.json``
+        and in the manifest of every checkpoint it writes; the parent run is left as it
+        is.
 
         A checkpoint whose env or network differs from the config's, or a run directory
         that cannot be written, is refused (:class:`~fastrl.checkpoint.CheckpointError`,
-        :class:`~fastrl.config.ConfigError`) before anything is written. What it skipped
-        (corrupt checkpoints, renamed ``corrupt-<name>``) and every config change is
-        printed to stderr and appended to ``RUN_DIR/resume.log``.
+        :class:`~fastrl.config.ConfigError`) before anything is written. What it skipped or
+        set aside and every config change is printed to stderr and appended to the run
+        directory's ``resume.log``.
         """
-        run_dir = Path(run_dir)
+        run_dir, ckpt = resume_target(path)
         if not (run_dir / "config.yaml").is_file():
             raise ConfigError(f"--resume {run_dir}: not a fastrl run directory (no config.yaml)")
-        config = load_config(run_dir / "config.yaml", list(overrides))
-        check_writable(run_dir)
-        ckpt, notes = load_for_resume(run_dir)
+        notes: list[str] = []
+        if ckpt is None:
+            ckpt, notes = load_for_resume(run_dir)
+            config = load_config(run_dir / "config.yaml", list(overrides))
+        else:
+            config = load_config(ckpt.path / "config.yaml", list(overrides))
+        target = None if fork is None else fork_dir(run_dir, fork)
+        check_writable(run_dir if target is None else target.parent)
         trainer = cls(config, env_fn=env_fn, vector_env_fn=vector_env_fn, policy=policy,
                       callbacks=callbacks)
         config, plan = trainer.config, trainer.plan
         check_resumable(ckpt, config.env.id, plan.obs_space, plan.act_space,
                         param_shapes(plan.policy()), config.algo.name, replay_shape(config))
-        notes += set_aside_newer(run_dir, ckpt)  # (accepted: the run will write checkpoints)
         trained_with = load_config(ckpt.path / "config.yaml", saved=True)
         check_selfplay_kept(ckpt, trained_with.selfplay, config.selfplay)
         changes = config_changes(trained_with, config)
-        notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "
-                     f"{ckpt.global_step:,}; config changes: "
-                     + ("; ".join(changes) if changes else "none"))
+        if target is None:
+            check_live(ckpt)
+            notes += set_aside_newer(run_dir, ckpt)  # (accepted: the run writes checkpoints)
+            notes.append(f"resuming {run_dir} from {ckpt.path.name} at global step "
+                         f"{ckpt.global_step:,}; config changes: "
+                         + ("; ".join(changes) if changes else "none"))
+        else:
+            parent, ckpt, run_dir = run_dir, fork_run(ckpt, target), target
+            write_fork(run_dir, ckpt, parent, changes)
+            notes.append(f"forking {parent} at {ckpt.path.name} (global step "
+                         f"{ckpt.global_step:,}) into {run_dir}; config changes: "
+                         + ("; ".join(changes) if changes else "none"))
         reshaped = ring_changes(ckpt, plan)
         if reshaped:
             notes.append("the checkpoint's unread slots and its workers' episodes do not fit "
@@ -246,6 +286,12 @@ class Trainer:
         save_config(run_dir, trainer.config)
         trainer._resume = (run_dir, ckpt)
         return trainer
+
+    @property
+    def resumed_dir(self) -> Path | None:
+        """The run directory :meth:`fit` continues (a resumed or forked run's); None for a
+        new run, whose directory is made when it starts."""
+        return None if self._resume is None else self._resume[0]
 
     def fit(self) -> RunResult:
         """Run to ``algo.total_steps`` (or the target return, a stop signal, :meth:`close`)
