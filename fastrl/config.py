@@ -74,8 +74,11 @@ class AlgoSettings:
                                   "log_std_init)")
     encoder: str = setting("auto", "observation encoder of the built-in networks: flat "
                            "(flattened / one-hot), nature (the Nature-DQN CNN over uint8 "
-                           "images), impala (IMPALA's residual CNN), auto (nature for uint8 "
-                           "images, else flat); for Dict and Tuple observations, per leaf "
+                           "images of at least 36x36), impala (IMPALA's residual CNN, at "
+                           "least 8x8), small (two convolutions keeping every pixel, for "
+                           "grids), auto (nature for uint8 images, else flat); an image "
+                           "smaller than its CNN reads gets the largest that reads it, as a "
+                           "start-up note says; for Dict and Tuple observations, per leaf "
                            "(the CNN for image leaves, flat for the others), features joined",
                            choices=ENCODERS)
     normalize_obs: bool = setting(False, "standardise vector observations by running "

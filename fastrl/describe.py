@@ -32,7 +32,10 @@ with the reason, as ``python -m fastrl.train`` would.
   ``n_step``, ``learning_starts``, ``updates_per_step``; null otherwise).
 - ``learner``: ``processes`` (0 under serial), ``device``, ``torch_threads`` (as in
   ``rollout``), ``algo``,
-  ``policy``, ``num_params``; PPO adds ``num_minibatches`` and ``update_epochs``.
+  ``policy``, ``num_params``, ``images`` (each image input of the observations the
+  network reads with a CNN: ``input``, ``pixels``, ``cnn``), ``encoder_notes`` (one line per
+  image too small for the CNN ``algo.encoder`` names, saying which reads it instead);
+  PPO adds ``num_minibatches`` and ``update_epochs``.
 - ``weights``: ``transport``, ``num_params`` (float32), ``bytes`` (the self-play pool's
   included), ``selfplay`` (``pool_size``, ``snapshot_every``, ``latest_prob``,
   ``pool_banks``, ``pool_bytes``, ``baseline``; null without self-play).
@@ -71,6 +74,7 @@ from fastrl.envs.source import EnvSource, import_string
 from fastrl.errors import INPUT_ERRORS
 from fastrl.memory.layout import storage_of, trajectory_layout
 from fastrl.memory.records import describe_record, record_lines
+from fastrl.models.encoders import ImageEncoder, encoder_notes, image_encoders
 from fastrl.models.recurrent import core_lines, describe_core
 from fastrl.plan import RunPlan, plan_run
 from fastrl.population import describe as population_describe
@@ -288,13 +292,24 @@ def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
     part = {"processes": _processes(cfg)["learner"], "device": plan.device,
             "torch_threads": cfg.infra.learner_threads,
             "algo": cfg.algo.name,
-            "policy": policy, "num_params": plan.num_params}
+            "policy": policy, "num_params": plan.num_params, **_images_part(plan)}
     minibatches = cfg.algo.algorithm.minibatches
     if minibatches:
         num_minibatches, update_epochs = minibatches(cfg.algo)
         part.update(num_minibatches=num_minibatches, update_epochs=update_epochs,
                     staging=_staging(cfg.infra.staging_depth, plan.device))
     return part
+
+
+def _images_part(plan: RunPlan) -> dict[str, Any]:
+    """The CNN reading each image of the observations, where the network has one, and the
+    notes on those that got another than ``algo.encoder`` names (too small for it)."""
+    if not any(isinstance(m, ImageEncoder) for m in plan.policy().modules()):
+        return {"images": [], "encoder_notes": []}
+    kind = plan.cfg.algo.encoder
+    return {"images": [{"input": name, "pixels": pixels, "cnn": cnn}
+                       for name, pixels, cnn in image_encoders(plan.obs_space, kind)],
+            "encoder_notes": encoder_notes(plan.obs_space, kind)}
 
 
 def _staging(depth: int, device: str) -> str:
@@ -479,6 +494,7 @@ def _learner_lines(report: dict[str, Any]) -> list[str]:
         plural(lr["processes"], "learner process", "learner processes")
     lines = [f"{where} on {lr['device']}, {_threads(lr['torch_threads'])}: {lr['algo']}",
              f"network {lr['policy']}, {lr['num_params']:,} params"]
+    lines += [f"{i['input']} ({i['pixels']} pixels): the {i['cnn']} CNN" for i in lr["images"]]
     if "num_minibatches" in lr:
         lines.append(f"batch {report['buffer']['batch_size']:,}: {lr['num_minibatches']} "
                      f"minibatches x {lr['update_epochs']} epochs; staged: {lr['staging']}")
@@ -550,7 +566,8 @@ def render(report: dict[str, Any]) -> str:
 
 
 def summary(report: dict[str, Any]) -> str:
-    """The short form of :func:`render`, five lines, for a run's start-up."""
+    """The short form of :func:`render`, five lines (and a note per image too small for the
+    CNN asked for), for a run's start-up."""
     run, r, b = report["run"], report["rollout"], report["buffer"]
     lr, w, shm, lg = report["learner"], report["weights"], report["shared_memory"], \
         report["logging"]
@@ -575,6 +592,7 @@ def summary(report: dict[str, Any]) -> str:
         f"{lr['num_params']:,} params; weights via {w['transport']} "
         f"({human_bytes(w['bytes'])})",
         f"  shared memory: {memory}; TensorBoard: {lg['tensorboard'] or 'off'}",
+        *(f"  note: {note}" for note in lr["encoder_notes"]),
     ])
 
 

@@ -344,3 +344,34 @@ class Relay(ParallelEnv):
             observations["chaser_0"] = self._obs("chaser_0")
         self.agents = left
         return observations, rewards, terms, truncs, {a: {} for a in observations}
+
+
+class SmallGrid(gym.Env):
+    """A Dict observation with a uint8 grid leaf of shape (1, 3, 7), as MiniGrid-like envs
+    give it, beside a Box leaf; a lit cell moves along the grid's middle row, and the
+    action that names its column's third (0, 1, 2) earns 1. Episodes of 20 steps."""
+
+    metadata: dict = {"render_modes": []}
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Dict({
+            "grid": gym.spaces.Box(0, 255, (1, 3, 7), np.uint8),
+            "time": gym.spaces.Box(0, 1, (1,), np.float32)})
+        self.action_space = gym.spaces.Discrete(3)
+        self.t, self.col = 0, 0
+
+    def _obs(self):
+        grid = np.zeros((1, 3, 7), np.uint8)
+        grid[0, 1, self.col] = 255
+        return {"grid": grid, "time": np.array([self.t / 20], np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.col = 0, int(self.np_random.integers(7))
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(int(action) == min(self.col * 3 // 7, 2))
+        self.t += 1
+        self.col = int(self.np_random.integers(7))
+        return self._obs(), reward, False, self.t >= 20, {}

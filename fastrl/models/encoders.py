@@ -2,7 +2,10 @@
 
 Every built-in network starts with one (``algo.encoder``): ``flat`` flattens Box
 observations and one-hot encodes Discrete ones (no parameters); ``nature`` (the Nature-DQN
-torso) and ``impala`` (IMPALA's residual torso) read image observations. Images stay
+torso), ``impala`` (IMPALA's residual torso) and ``small`` (two convolutions that keep
+every pixel, for grids) read image observations. An image smaller than its CNN reads
+(36x36 pixels for nature, 8x8 for impala) is read by the largest of them it fits
+(:func:`pixel_encoder`), which :func:`encoder_notes` says. Images stay
 uint8 from the env to the network: the cast to float and the division by 255 happen here,
 on the learner's device. Dict and Tuple observations arrive as records of their leaves
 (fastrl.memory.records): :class:`RecordEncoder` encodes each leaf as the above would (a CNN
@@ -20,7 +23,7 @@ from torch import nn
 
 from fastrl.memory.records import Leaf, ObsRecord, obs_record
 
-ENCODERS = ("auto", "flat", "nature", "impala")
+ENCODERS = ("auto", "flat", "nature", "impala", "small")
 MAX_CHANNELS = 16  # a leading (or trailing) image dim up to this is the channel dim
 
 
@@ -204,11 +207,10 @@ class ImageEncoder(nn.Module):
         self._layout = image_layout(obs_space)
         shape = obs_space.shape
         c, h, w = shape if self._layout == "CHW" else (shape[2], shape[0], shape[1])
-        if min(h, w) < self.min_side:
+        if min(h, w) < self.min_side:  # (make_encoder picks one that fits)
             raise UnsupportedObservations(
                 f"the {self.name} encoder needs images of at least {self.min_side}x"
-                f"{self.min_side} pixels, not {h}x{w} ({obs_space}); resize them, or use "
-                "algo.encoder=flat")
+                f"{self.min_side} pixels, not {h}x{w} ({obs_space})")
         self.convs = nn.Sequential(*self._convs(c), nn.ReLU(), nn.Flatten())
         with torch.no_grad():
             n_flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
@@ -285,13 +287,67 @@ def _conv(c_in: int, c_out: int, kernel: int, stride: int, padding: int = 0) -> 
     return orthogonal_init(nn.Conv2d(c_in, c_out, kernel, stride, padding), np.sqrt(2))
 
 
-IMAGE_ENCODERS = {cls.name: cls for cls in (NatureCNN, ImpalaCNN)}
+class SmallCNN(ImageEncoder):
+    """Two 3x3 convolutions of 16 and 32 channels that keep every pixel (padded, stride 1),
+    256 features: a grid of a few cells (MiniGrid's 7x7 view, a board) has no pixels to
+    spare for the others' strides and pools."""
+
+    name, size, min_side = "small", 256, 1
+
+    def _convs(self, channels: int) -> list[nn.Module]:
+        return [_conv(channels, 16, 3, 1, 1), nn.ReLU(), _conv(16, 32, 3, 1, 1)]
+
+
+#: the CNNs, largest smallest side first (the order :func:`pixel_encoder` falls back in)
+IMAGE_ENCODERS = {cls.name: cls for cls in (NatureCNN, ImpalaCNN, SmallCNN)}
+
+
+def image_size(space: spaces.Box) -> tuple[int, int]:
+    """``(height, width)`` of an image space (:func:`image_layout`)."""
+    shape = space.shape
+    return shape[1:] if image_layout(space) == "CHW" else shape[:2]
+
+
+def pixel_encoder(space: spaces.Box, kind: str) -> str:
+    """The CNN that reads the image ``space`` for ``algo.encoder=kind`` (``auto``: nature):
+    ``kind``'s, or where the image is smaller than that one reads, the largest CNN that
+    reads it."""
+    wanted = "nature" if kind == "auto" else kind
+    side = min(image_size(space))
+    fits = [name for name, cls in IMAGE_ENCODERS.items() if side >= cls.min_side]
+    return wanted if wanted in fits else fits[0]
+
+
+def image_encoders(obs_space: spaces.Space, kind: str) -> list[tuple[str, str, str]]:
+    """``(input, pixels, CNN)`` of each image ``algo.encoder=kind`` reads in
+    ``obs_space`` (the space itself, or each image leaf of a Dict or Tuple): its name
+    (``observation`` for the whole space), ``HxW`` and the CNN (:func:`pixel_encoder`);
+    empty for ``flat``."""
+    if kind == "flat":
+        return []
+    record = obs_record(obs_space)
+    images = [(leaf.name, leaf.space) for leaf in record.feature_leaves] if record else \
+        [("observation", obs_space)]
+    return [(name, "x".join(map(str, image_size(space))), pixel_encoder(space, kind))
+            for name, space in images if image_layout(space) is not None]
+
+
+def encoder_notes(obs_space: spaces.Space, kind: str) -> list[str]:
+    """One line for each image of ``obs_space`` that ``algo.encoder=kind`` gives another
+    CNN than it names, the image being smaller than that one reads
+    (:func:`image_encoders`)."""
+    wanted = "nature" if kind == "auto" else kind
+    side = IMAGE_ENCODERS[wanted].min_side if wanted in IMAGE_ENCODERS else 0
+    return [f"{name}: {pixels} pixels, below the {wanted} CNN's {side}x{side}; the {cnn} CNN "
+            "reads it" for name, pixels, cnn in image_encoders(obs_space, kind) if cnn != wanted]
 
 
 def make_encoder(obs_space: spaces.Space, kind: str = "auto",
                  normalize: bool = False) -> nn.Module:
     """The encoder ``kind`` (one of :data:`ENCODERS`) for ``obs_space``; ``auto`` is
-    ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise.
+    ``nature`` for image spaces (see :func:`image_layout`) and ``flat`` otherwise; an
+    image smaller than that CNN reads gets the largest that reads it
+    (:func:`pixel_encoder`).
     ``normalize`` standardises flat Box features (images are scaled by 1/255 instead).
     A Dict or Tuple space gets a :class:`RecordEncoder`: ``kind`` applies to its image
     leaves (``auto``: ``nature``), its other leaves are flat."""
@@ -317,6 +373,6 @@ def make_encoder(obs_space: spaces.Space, kind: str = "auto",
             raise UnsupportedObservations(
                 f"algo.normalize_obs standardises vector observations; the {kind} encoder "
                 "scales image pixels by 1/255 itself")
-        return IMAGE_ENCODERS[kind](obs_space)
+        return IMAGE_ENCODERS[pixel_encoder(obs_space, kind)](obs_space)
     # every space the ring stores (fastrl.memory.layout)
     return ObsFeatures(obs_space, normalize)

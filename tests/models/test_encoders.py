@@ -1,6 +1,6 @@
 """Observation encoders (fastrl.models.encoders): which spaces are images, the Nature CNN's
 shapes, layouts and scaling, the built-in networks on images, the running observation
-normaliser, and the refusals."""
+normaliser, the CNN an image too small for the one asked for gets, and the refusals."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from fastrl.models.encoders import (
     NatureCNN,
     ObsFeatures,
     RunningNorm,
+    SmallCNN,
     UnsupportedObservations,
     channels_last_convs,
+    encoder_notes,
     image_layout,
     make_encoder,
     observe_observations,
@@ -84,13 +86,35 @@ def test_auto_picks_the_cnn_for_images_and_flat_features_otherwise():
 @pytest.mark.parametrize("space, kind, words", [
     (spaces.Box(-1, 1, (4,)), "nature", ["nature encoder reads images", "Box"]),
     (spaces.Box(-1, 1, (4,)), "impala", ["impala encoder reads images", "Box"]),
-    (frames(3, 6, 6), "impala", ["impala encoder needs images of at least 8x8", "6x6"]),
-    (frames(4, 20, 20), "auto", ["at least 36x36", "20x20", "algo.encoder=flat"]),
 ])
 def test_unreadable_observations_are_refused_by_name(space, kind, words):
     with pytest.raises(UnsupportedObservations) as err:
         make_encoder(space, kind)
     assert all(w in str(err.value) for w in words), err.value
+
+
+@pytest.mark.parametrize("space, kind, cnn, note", [
+    (frames(4, 84, 84), "auto", NatureCNN, None),
+    (frames(4, 20, 20), "auto", ImpalaCNN, "20x20 pixels, below the nature CNN's 36x36; "
+                                           "the impala CNN reads it"),
+    (frames(1, 3, 7), "auto", SmallCNN, "3x7 pixels, below the nature CNN's 36x36; the "
+                                        "small CNN reads it"),
+    (frames(3, 6, 6), "impala", SmallCNN, "6x6 pixels, below the impala CNN's 8x8; the "
+                                          "small CNN reads it"),
+    (frames(4, 84, 84), "small", SmallCNN, None),
+    (frames(3, 8, 8), "nature", ImpalaCNN, "8x8 pixels, below the nature CNN's 36x36; "
+                                           "the impala CNN reads it"),
+])
+def test_an_image_too_small_for_its_cnn_gets_the_largest_that_reads_it(space, kind, cnn,
+                                                                        note):
+    encoder = make_encoder(space, kind)
+    assert type(encoder) is cnn
+    x = torch.randint(0, 256, (5, *space.shape), dtype=torch.uint8)
+    assert encoder(x).shape == (5, encoder.size)
+    assert encoder_notes(space, kind) == ([] if note is None else [f"observation: {note}"])
+    record = spaces.Dict({"pixels": space, "speed": spaces.Box(-1, 1, (2,))})
+    assert encoder_notes(record, kind) == ([] if note is None else [f"pixels: {note}"])
+    assert type(make_encoder(record, kind).encoders[0]) is cnn
 
 
 def test_actor_critic_on_images_shares_one_cnn_between_its_heads():
