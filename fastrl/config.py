@@ -27,6 +27,7 @@ from fastrl.models.policy import HIDDEN_ACTIVATIONS
 from fastrl.models.recurrent import CORES, NO_CORE
 from fastrl.population.config import PopulationConfig, check_population, member_config
 from fastrl.selfplay.config import SelfPlayConfig
+from fastrl.tracking.config import MlflowConfig, WandbConfig
 
 
 @dataclass
@@ -222,6 +223,8 @@ class LogConfig:
     )
     checkpoint_every_steps: int = setting(20_000, "env steps between checkpoints", gt=0)
     keep_checkpoints: int = setting(3, "newest checkpoints kept in RUN_DIR/checkpoints", gt=0)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
 
 @dataclass
@@ -470,15 +473,21 @@ def to_yaml(cfg: MainConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
 
 
-def config_changes(before: MainConfig, after: MainConfig) -> list[str]:
-    """``key: old -> new`` for every leaf whose value differs between two configs."""
+def flat_config(cfg: MainConfig) -> dict[str, Any]:
+    """Every leaf of the resolved config by its dotted key (``algo.lr``); lists and empty
+    maps as they are."""
     def flat(node: Any, prefix: str = "") -> dict[str, Any]:
         if isinstance(node, dict) and node:
             return {k: v for key, sub in node.items() for k, v in flat(sub, f"{prefix}{key}.")
                     .items()}
         return {prefix[:-1]: node}
 
-    a, b = (flat(OmegaConf.to_container(OmegaConf.structured(c))) for c in (before, after))
+    return flat(OmegaConf.to_container(OmegaConf.structured(cfg)))
+
+
+def config_changes(before: MainConfig, after: MainConfig) -> list[str]:
+    """``key: old -> new`` for every leaf whose value differs between two configs."""
+    a, b = flat_config(before), flat_config(after)
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
             if a.get(k) != b.get(k)]
 

@@ -33,17 +33,21 @@ from fastrl.config import (
     check_values,
     config_changes,
     config_hash,
+    flat_config,
     load_config,
     to_yaml,
 )
 from fastrl.core.files import FREE_SPACE, DiskFull
 from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
+from fastrl.eval.policy import load_policy
+from fastrl.export import export_policy
 from fastrl.models.policy import param_shapes
 from fastrl.plan import RunPlan, plan_run
 from fastrl.resume import check_resumable, check_selfplay_kept, replay_shape, ring_changes
 from fastrl.runtime.children import GRACEFUL_EXIT_S, KILL_WAIT_S
 from fastrl.runtime.supervisor import RunResult, Supervisor
+from fastrl.tracking.tracking import Tracking
 
 
 def make_run_dir(cfg: MainConfig) -> Path:
@@ -311,17 +315,42 @@ class Trainer:
             plan = self.plan
             run_dir, ckpt = self._resume or (make_run_dir(self.config), None)
             self._resume = None  # a second fit() starts a new run
-            self._supervisor = Supervisor(self.config, run_dir, ckpt, plan, self.callbacks)
+            tracking = Tracking(self.config.log, run_dir, flat_config(self.config))
+            self._supervisor = Supervisor(self.config, run_dir, ckpt, plan, self.callbacks,
+                                          tracking)
             self._fit_thread = threading.get_ident()
             self._idle.clear()
+        failed = True
         try:
-            return self._supervisor.run()
+            result = self._supervisor.run()
+            failed = False
+            return result
         except DiskFull as e:  # (every child has stopped: the newest checkpoint is final)
             raise DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE)) from None
         finally:
+            if tracking:
+                onnx = None if failed else self._onnx_for_trackers(run_dir)
+                tracking.finish([run_dir / "episodes.csv", run_dir / "evals.csv"],
+                                [run_dir / "config.yaml", run_dir / "model.pt",
+                                 *([onnx] if onnx else []), *sorted(run_dir.glob("*.png"))],
+                                failed)
             with self._lock:
                 self._supervisor = None
                 self._idle.set()
+
+    def _onnx_for_trackers(self, run_dir: Path) -> Path | None:
+        """The run's final policy exported to ``RUN_DIR/model.onnx`` for its trackers (a
+        population's best member); None, said in one line, where it cannot be (no
+        checkpoint, the ``export`` extra missing, a policy ONNX cannot hold)."""
+        try:
+            best = "best" if self.plan.population is not None else None
+            loaded = load_policy(run_dir, self._env, self._policy, member=best)
+            return export_policy(loaded, "onnx", run_dir / "model.onnx").artifact
+        except Exception as e:  # (the trackers go without it; the run is done)
+            first = next((line for line in str(e).splitlines() if line.strip()), "")
+            print(f"fastrl: no ONNX export for the trackers ({type(e).__name__}: "
+                  f"{first[:200]})", file=sys.stderr)
+            return None
 
     def stop(self) -> None:
         """Ask a running :meth:`fit` to stop gracefully (final checkpoint, then it returns);

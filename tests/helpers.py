@@ -384,3 +384,39 @@ def sigterm_when(proc, ready, timeout: float = 120) -> None:
         time.sleep(0.2)
     time.sleep(random.uniform(0, 0.25))  # a random moment: mid-update, mid-slot or waiting
     proc.send_signal(signal.SIGTERM)
+
+
+def wandb_records(run_dir: Path) -> dict[str, list]:
+    """The records of an offline W&B run's transaction log (``RUN_DIR/wandb/offline-run-*/
+    run-<id>.wandb``, every such run in the order written) by kind, parsed with W&B's own
+    protobuf classes: ``history`` as dicts of the values logged, ``run``, ``artifact``,
+    ``exit`` as W&B's records. The log is LevelDB's format: 32 KiB blocks of records, each
+    a 7-byte header (CRC, length, type: full, first, middle or last part) after the file's
+    own 7-byte header."""
+    import json
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    out: dict[str, list] = {}
+    for path in sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb")):
+        data, pos, part = path.read_bytes(), 7, b""
+        while pos + 7 <= len(data):
+            left = 32768 - pos % 32768
+            _, length, kind = struct.unpack("<IHB", data[pos:pos + 7]) if left >= 7 else \
+                (0, 0, 0)
+            if kind == 0:  # (a block's padding)
+                pos += left
+                continue
+            part += data[pos + 7:pos + 7 + length]
+            pos += 7 + length
+            if kind in (1, 4):
+                record = pb.Record.FromString(part)
+                part = b""
+                name = record.WhichOneof("record_type")
+                value = getattr(record, name)
+                if name == "history":  # (a key with a "/" comes as its parts)
+                    value = {i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                             for i in value.item}
+                out.setdefault(name, []).append(value)
+    return out

@@ -15,9 +15,10 @@ from fastrl.config import AlgoConfig, ConfigError, MainConfig, config_hash, load
 #: env.atari, algo.encoder and algo.normalize_obs/normalize_reward, issue 19
 #: infra.worker_inference, issue 29 infra.deterministic, issue 31 env.backend, and issue
 #: 32 algo.core/core_size, issue 33 selfplay and algo.policy_per_group, issue 43
-#: algo.anneal_clip/activation/ortho_init/log_std_init, then algo.shared_core). A change
+#: algo.anneal_clip/activation/ortho_init/log_std_init, then algo.shared_core, issue 45
+#: log.wandb and log.mlflow). A change
 #: of keys moves it on purpose; an accidental reordering of sections must not.
-DEFAULT_HASH = "74857c81"
+DEFAULT_HASH = "b32f6234"
 
 
 def test_plugin_sections_keep_their_order_and_the_default_hash():

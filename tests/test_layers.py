@@ -16,16 +16,16 @@ ROOT = Path(fastrl.__file__).parent
 LAYERS = [
     ["fastrl.core", "fastrl.callbacks"],
     ["fastrl.memory", "fastrl.replay", "fastrl.envs", "fastrl.models", "fastrl.selfplay",
-     "fastrl.population.config"],
+     "fastrl.population.config", "fastrl.tracking.config"],
     ["fastrl.algos"],
     ["fastrl.config", "fastrl.compat", "fastrl.population"],
     ["fastrl.plan", "fastrl.checkpoint", "fastrl.resume", "fastrl.eval.harness",
-     "fastrl.eval.policy", "fastrl.eval.checkpoints", "fastrl.telemetry"],
+     "fastrl.eval.policy", "fastrl.eval.checkpoints", "fastrl.telemetry", "fastrl.tracking"],
     ["fastrl.rollout", "fastrl.learner"],
     ["fastrl.runtime"],
-    ["fastrl.trainer", "fastrl.errors"],
+    ["fastrl.trainer", "fastrl.errors", "fastrl.export"],
     ["fastrl.train", "fastrl.describe", "fastrl.eval.cli", "fastrl.eval.__main__",
-     "fastrl.export", "fastrl.bench", "fastrl.config_reference", "fastrl.sweep"],
+     "fastrl.bench", "fastrl.config_reference", "fastrl.sweep"],
 ]
 
 

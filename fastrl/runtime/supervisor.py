@@ -39,6 +39,7 @@ from fastrl.runtime.signals import StopRequests
 from fastrl.telemetry.events import RunEvents
 from fastrl.telemetry.members_plot import plot_members
 from fastrl.telemetry.metrics import MetricsLogger
+from fastrl.tracking.tracking import Tracking
 
 #: ``infra.runtime`` -> the runtime that runs it
 RUNTIMES: dict[str, type[Runtime]] = {"local": LocalRuntime, "serial": SerialRuntime,
@@ -75,9 +76,10 @@ class Supervisor:
     :func:`~fastrl.resume.check_resumable` against ``plan``, then reused here)."""
 
     def __init__(self, cfg: MainConfig, run_dir: Path, resume: Checkpoint | None = None,
-                 plan: RunPlan | None = None, callbacks: Sequence[Callback] = ()) -> None:
+                 plan: RunPlan | None = None, callbacks: Sequence[Callback] = (),
+                 tracking: Tracking | None = None) -> None:
         self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
-        self.callbacks = callbacks
+        self.callbacks, self.tracking = callbacks, tracking
         self._plan = plan
         self._runtime = RUNTIMES[cfg.infra.runtime]()
         self._events: RunEvents | None = None
@@ -123,7 +125,8 @@ class Supervisor:
         remove_stale_temps(self.run_dir)  # (and checkpoint writes it left half done)
         start_step = self.resume.global_step if self.resume else 0
         logger = MetricsLogger(self.run_dir, self.cfg.log, plan.cfg.algo.total_steps,
-                               start_step, grouped=bool(plan.episode_groups))
+                               start_step, grouped=bool(plan.episode_groups),
+                               tracking=self.tracking)
         watchdog = Watchdog(self.cfg, self.run_dir, memory, children, stopping=lambda: (
             memory.control.run_over() or stop.signal is not None or stop.asked))
         events = self._events = RunEvents(

@@ -1,4 +1,5 @@
-"""Where the learner's metrics end up: TensorBoard and a console progress line."""
+"""Where the learner's metrics end up: TensorBoard, a console progress line, and the run's
+trackers (W&B, MLflow: fastrl.tracking), which get every TensorBoard scalar."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fastrl.config import LogConfig
 from fastrl.core.files import DiskFull, free_bytes, out_of_space, telling_disk_full
 from fastrl.core.timing import JIT, STAGES, format_table
 from fastrl.telemetry.csvlog import CsvLog
+from fastrl.tracking.tracking import Tracking
 
 #: Every key of the metrics dictionary the learner reports every ``log.metrics_every_s``
 #: (``RunResult.metrics``, ``Callback.on_update``), with its meaning; losses are means over
@@ -110,7 +112,8 @@ GROUP_RETURN = re.compile(r"episode/([^/]+)/return_mean")
 class MetricsLogger:
     """Writes update and evaluation metrics to TensorBoard and the console, and every ended
     training episode and every evaluation to ``episodes.csv`` / ``evals.csv`` in the run
-    directory (fastrl.telemetry.csvlog).
+    directory (fastrl.telemetry.csvlog); ``tracking`` (fastrl.tracking) gets every scalar
+    TensorBoard does, at its step.
 
     Scalars go under their own names (``episode/return_mean``, ``eval/return_mean``,
     ``loss/policy_loss``, ``supervisor/restarts``, ...) with the env-step count as the x
@@ -125,7 +128,9 @@ class MetricsLogger:
                  "grad_norm", "explained_variance", "q_loss", "actor_loss")
 
     def __init__(self, run_dir: Path, cfg: LogConfig, total_steps: int,
-                 start_step: int = 0, grouped: bool = False) -> None:
+                 start_step: int = 0, grouped: bool = False,
+                 tracking: Tracking | None = None) -> None:
+        self._tracking = tracking or None  # (None: no tracker is on)
         self._writer = None
         self._tb_dir = run_dir / "tb"
         self._tb_threads: set[threading.Thread] = set()
@@ -175,16 +180,19 @@ class MetricsLogger:
             self.last_return = stats["episode/return_mean"]
         self._group_returns.update({m[1]: v for m, v in ((GROUP_RETURN.fullmatch(k), v)
                                                         for k, v in stats.items()) if m})
+        tagged = {f"loss/{key}" if key in self.LOSS_KEYS else (
+            key if "/" in key else f"train/{key}"): value for key, value in stats.items()}
+        tagged["train/steps_per_sec"] = self.steps_per_sec
         if self._writer:
             with self._tensorboard():
-                for key, value in stats.items():
-                    tag = f"loss/{key}" if key in self.LOSS_KEYS else (
-                        key if "/" in key else f"train/{key}")
+                for tag, value in tagged.items():
                     if isinstance(value, list):
                         self._histogram(tag, value, step)
                     else:
                         self._writer.add_scalar(tag, value, step)
-                self._writer.add_scalar("train/steps_per_sec", self.steps_per_sec, step)
+        if self._tracking:
+            self._tracking.scalars([(step, {tag: value for tag, value in tagged.items()
+                                            if not isinstance(value, list)})])
         if self._progress:
             restarts = stats.get("supervisor/restarts", 0)
             lag = stats.get("supervisor/worker_lag_max", 0)
@@ -213,6 +221,9 @@ class MetricsLogger:
             with self._tensorboard():
                 for step, ret in zip(episodes["step"], episodes["return"]):
                     self._writer.add_scalar("episode/return", ret, step)
+        if self._tracking and episodes["step"]:
+            self._tracking.scalars([(step, {"episode/return": ret}) for step, ret in
+                                    zip(episodes["step"], episodes["return"])])
 
     def _histogram(self, tag: str, counts: list[int], step: int) -> None:
         """``counts[k]`` occurrences of the integer ``k`` as a TensorBoard histogram."""
@@ -235,6 +246,8 @@ class MetricsLogger:
             with self._tensorboard():
                 for key, value in result.items():
                     self._writer.add_scalar(f"{prefix}/{key}", value, step)
+        if self._tracking:
+            self._tracking.scalars([(step, {f"{prefix}/{k}": v for k, v in result.items()})])
         if self._progress:
             spread = (f"best {result['best_return_mean']:.1f}, median "
                       f"{result['median_return_mean']:.1f}, worst "
@@ -253,6 +266,9 @@ class MetricsLogger:
             with self._tensorboard():
                 for key, value in scalars.items():
                     self._writer.add_scalar(f"custom/{key}", float(value), step)
+        if self._tracking:
+            self._tracking.scalars([(step, {f"custom/{k}": float(v)
+                                            for k, v in scalars.items()})])
 
     def timing(self, table: dict[str, dict[str, float]]) -> None:
         """Print the end-of-run table of time per stage and process (fastrl.core.timing) to
