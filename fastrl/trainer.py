@@ -328,12 +328,12 @@ class Trainer:
         except DiskFull as e:  # (every child has stopped: the newest checkpoint is final)
             raise DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE)) from None
         finally:
-            if tracking:
-                onnx = None if failed else self._onnx_for_trackers(run_dir)
-                tracking.finish([run_dir / "episodes.csv", run_dir / "evals.csv"],
-                                [run_dir / "config.yaml", run_dir / "model.pt",
-                                 *([onnx] if onnx else []), *sorted(run_dir.glob("*.png"))],
-                                failed)
+            # (no export where no tracker is on, or every one failed)
+            onnx = self._onnx_for_trackers(run_dir) if tracking and not failed else None
+            tracking.finish([run_dir / "episodes.csv", run_dir / "evals.csv"],
+                            [run_dir / "config.yaml", run_dir / "model.pt",
+                             *([onnx] if onnx else []), *sorted(run_dir.glob("*.png"))],
+                            failed)
             with self._lock:
                 self._supervisor = None
                 self._idle.set()

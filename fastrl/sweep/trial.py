@@ -52,11 +52,16 @@ class TrialPlan:
     extra: tuple[str, ...] = field(default=())
 
     def command(self, name: str, params: list[str]) -> list[str]:
-        """The trial's ``python -m fastrl.train`` command line."""
+        """The trial's ``python -m fastrl.train`` command line. Where the trial is tracked
+        (``log.wandb``, ``log.mlflow``), its run joins the W&B group and the MLflow
+        experiment named after the sweep's folder, unless the sweep's own overrides name
+        others."""
         budget = ["algo.target_return=null"]
         if self.objective != "solve-time":
             budget.append(f"algo.total_steps={self.max_steps}")
-        return [sys.executable, "-m", "fastrl.train", str(self.config), *self.overrides,
+        sweep = self.trials_dir.parent.name
+        return [sys.executable, "-m", "fastrl.train", str(self.config),
+                f"log.wandb.group={sweep}", f"log.mlflow.experiment={sweep}", *self.overrides,
                 *params, *budget, f"log.run_dir={self.trials_dir}", f"log.run_name={name}",
                 "log.console=false"]
 

@@ -46,7 +46,8 @@ class Tracking:
             tracker.call("start", run_dir.name, params)
 
     def __bool__(self) -> bool:
-        return bool(self._trackers)
+        """Some tracker is on and has not failed (so far)."""
+        return any(not t.failed for t in self._trackers)
 
     def scalars(self, rows: Rows) -> None:
         """Scalars at their env steps: ``[(step, {tag: value}), ...]``."""

@@ -187,3 +187,22 @@ def test_without_optuna_the_command_names_the_extra():
     assert done.stderr.strip() == ("fastrl.sweep: error: sweeps need Optuna, the 'sweep' "
                                    "extra: pip install -c constraints.txt -e \".[sweep]\"")
 
+
+
+def test_a_tracked_sweep_logs_each_trial_as_a_run_of_its_experiment(tmp_path,
+                                                                   no_shm_residue):
+    client = pytest.importorskip("mlflow.tracking").MlflowClient(
+        f"sqlite:///{tmp_path}/mlflow.db")
+    (tmp_path / "space.yaml").write_text("algo.lr: [2.0e-3, 1.0e-3]\n")
+    out = tmp_path / "sweep"
+    assert main([str(CONFIG), "--space", str(tmp_path / "space.yaml"), "--out", str(out),
+                 *ARGS, "--trials", "2", "--objective", "final-return", "--max-steps",
+                 "1024", "--report-every", "512",
+                 "log.mlflow.enabled=true", f"log.mlflow.tracking_uri=sqlite:///{tmp_path}/"
+                 "mlflow.db", f"log.mlflow.artifact_location={tmp_path}/artifacts"]) == 0
+    experiment = client.get_experiment_by_name(out.name)
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted((r.info.run_name, r.data.params["algo.lr"]) for r in runs) == sorted(
+        (Path(t.user_attrs["run_dir"]).name, str(t.params["algo.lr"]))
+        for t in trials(out))
+    assert {r.info.status for r in runs} == {"FINISHED"}
