@@ -1,13 +1,15 @@
 """What W&B and MLflow tracking (issue 45) costs a run: the default job
-(``configs/cartpole_ppo.yaml``) trained without a tracker, with W&B (offline: its own files,
-its service process), with MLflow (a local SQLite store) and with both, one seed per round,
-the variants in a rotating order.
+(``configs/cartpole_ppo.yaml``) trained for a fixed ``--steps`` (no stop at the target,
+whose step depends on when the evaluation process answers) without a tracker, with W&B
+(offline: its own files, its service process), with MLflow (a local SQLite store) and with
+both, one seed per round, the variants in a rotating order.
 
-    python benchmarks/tracking_overhead.py [--rounds 5] [--out FILE.json]
+    python benchmarks/tracking_overhead.py [--rounds 5] [--steps 30000] [--out FILE.json]
 
-Each variant of a round trains the same seed, so the same steps: the runs differ only by the
-tracking. Two figures per run: the run's own wall seconds (``result.json``'s ``wall_s``,
-start to the end of training: what tracking could slow) and the process's wall seconds
+Each variant of a round trains the same seed for the same steps, and the same updates (no
+policy lag): the runs differ only by the tracking. Two figures per run: the run's own wall
+seconds (``result.json``'s ``wall_s``, start to the end of training: what tracking could
+slow) and the process's wall seconds
 (``python -m fastrl.train`` start to exit: what the user waits, including each tracker's
 start-up and, at the end, the ONNX export and the uploads). Medians over the rounds, and each
 against no tracking in the same round.
@@ -36,14 +38,15 @@ VARIANTS = {
 VARIANTS["both"] = VARIANTS["wandb"] + VARIANTS["mlflow"]
 
 
-def one_run(variant: str, seed: int, tmp: Path) -> dict:
-    """Train the default job once with ``variant``'s tracking; its figures."""
+def one_run(variant: str, seed: int, steps: int, tmp: Path) -> dict:
+    """Train the default job for ``steps`` once with ``variant``'s tracking; its figures."""
     name = f"{variant}-s{seed}"
     overrides = [o.format(tmp=tmp) for o in VARIANTS[variant]]
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "fastrl.train", str(CONFIG), f"seed={seed}",
-         f"log.run_dir={tmp}", f"log.run_name={name}", "log.console=false", *overrides],
+         f"algo.total_steps={steps}", "algo.target_return=null", f"log.run_dir={tmp}",
+         f"log.run_name={name}", "log.console=false", *overrides],
         capture_output=True, text=True, cwd=tmp, timeout=600)
     process_s = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -57,6 +60,7 @@ def main() -> None:
     """Every variant once per round, rotating; print and write medians and ratios."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=30_000, help="env steps of every run")
     p.add_argument("--out", type=Path, help="JSON file of every run and the medians")
     args = p.parse_args()
     names = list(VARIANTS)
@@ -64,7 +68,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fastrl-tracking-") as tmp:
         for r in range(args.rounds):
             for variant in names[r % len(names):] + names[:r % len(names)]:
-                run = one_run(variant, r + 1, Path(tmp))
+                run = one_run(variant, r + 1, args.steps, Path(tmp))
                 runs.append(run)
                 print(f"round {r + 1} {variant:6s} steps {run['global_step']:>7,} run "
                       f"{run['run_s']:6.2f} s  process {run['process_s']:6.2f} s", flush=True)
