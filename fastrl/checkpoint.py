@@ -5,9 +5,11 @@ A checkpoint is a folder ``RUN_DIR/checkpoints/<seq>-step<global step>/`` holdin
 - ``learner.pt``: model, optimizer, step and update counts, schedules, RNG states
   (``torch.load(weights_only=True)`` reads it: tensors and plain containers only);
 - ``rings.npz``: per ring, its cursors and the published slots the learner had not read yet;
-- ``worker-<i>.pkl``: a worker's envs, episode bookkeeping and RNG states, present only when
-  the worker parked at the end of the run (graceful stop or finished run) and its envs can
-  be pickled. A pickle runs code when loaded: resume only run directories you trust;
+- ``worker-<i>.pkl``: a worker's envs, episode bookkeeping and RNG states, where its envs
+  can be pickled: the worker parked at the end of the run (graceful stop or finished run),
+  or, for a periodic checkpoint of a run that takes one slot from every worker per update,
+  as it started the slot after it (fastrl.learner.learner). A pickle runs code when loaded:
+  resume only run directories you trust;
 - ``config.yaml``: the config that wrote it;
 - ``manifest.json`` (written last): versions, git SHA, config hash, env id and spaces,
   global step, and the size and SHA-256 of every other file.

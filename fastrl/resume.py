@@ -241,11 +241,11 @@ def _fresh_start(plan: RunPlan, worker: int, version: int, global_step: int) -> 
 
 def parked_states(run_dir: Path | str, rings: list[Ring]) -> dict[int, Path]:
     """The state files of the workers that parked right after the last slot their ring
-    holds, by worker."""
+    holds, by worker (an empty one: the worker had no state to keep)."""
     found = {}
     for i, ring in enumerate(rings):
         path = parked_path(run_dir, i, ring.get(WRITE_SEQ))
-        if path.exists():
+        if path.exists() and path.stat().st_size:
             found[i] = path
     return found
 

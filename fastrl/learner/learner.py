@@ -20,11 +20,12 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import torch
 from torch import nn
 
 from fastrl.algos.base import DataMode, annealed
-from fastrl.checkpoint import save_checkpoint
+from fastrl.checkpoint import parked_path, save_checkpoint
 from fastrl.core.files import DiskFull
 from fastrl.core.process import (
     become_child,
@@ -42,7 +43,7 @@ from fastrl.learner.offpolicy import ReplayFeed
 from fastrl.learner.report import ReportWindow
 from fastrl.learner.writes import BackgroundWrite
 from fastrl.memory.control import RunControl
-from fastrl.memory.ring import Ring
+from fastrl.memory.ring import WRITE_SEQ, Ring
 from fastrl.memory.segments import attach
 from fastrl.memory.wait import Stopped, wait_until
 from fastrl.memory.weights import SharedWeights
@@ -170,8 +171,13 @@ class Learner:
         self._next_report = time.monotonic()
         self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
         self._saved_banks: dict | None = None  # the weights a checkpoint's banks held
+        # (one slot from every ring per update, in a fixed order: a periodic checkpoint can
+        # hold the workers' states as they start the slot after it; not across Ray nodes)
+        self._parks = plan.trains and plan.schedule is not None and \
+            cfg.algo.algorithm.data is DataMode.SYNC and cfg.infra.runtime != "ray"
         if spec.resume:
             self._restore(Path(spec.resume))
+        self._ask_workers_to_park()
 
     # --- the loop --------------------------------------------------------------------------
     def run(self) -> None:
@@ -249,6 +255,18 @@ class Learner:
                 self._checkpoint(final=False)
             while self.next_checkpoint <= self.global_step:
                 self.next_checkpoint += self.cfg.log.checkpoint_every_steps
+            self._ask_workers_to_park()
+
+    def _ask_workers_to_park(self) -> None:
+        """Where periodic checkpoints hold the workers' states: ask every worker to leave
+        its state as it starts the slot after the update the next periodic checkpoint
+        follows (update k trains on slot k - 1 of every ring, each of ``batch_size``
+        steps)."""
+        if not self._parks:
+            return
+        update = -(-self.next_checkpoint // self.cfg.batch_size)
+        self.control.park_at(update if update * self.cfg.batch_size <
+                             self.cfg.algo.total_steps else None)
 
     def wrap_up(self) -> None:
         """Training is over: the last report, then the workers may park while the last
@@ -358,23 +376,49 @@ class Learner:
             while not self.control.parked() and time.monotonic() < deadline:
                 self.control.beat(time.monotonic_ns())
                 time.sleep(0.01)
-        parked = parked_states(self.spec.run_dir, self.rings) if final else {}
-        writers = checkpoint_writers(self.cfg, self._state(), ring_contents(self.rings),
-                                     parked, self.feed.files())
-        info = manifest_info(self.plan, param_shapes(self.policy), self.version, final,
-                             self.rings, list(parked))
-        step = self.global_step
+        state, rings, files = self._state(), ring_contents(self.rings), self.feed.files()
+        params, step, version = param_shapes(self.policy), self.global_step, self.version
 
         def write() -> tuple[int, Path]:
-            return step, save_checkpoint(self.spec.run_dir, step, writers, info,
-                                         self.cfg.log.keep_checkpoints)
+            if final:
+                parked = parked_states(self.spec.run_dir, self.rings)
+            else:  # (the workers park as they start their next slot, a moment from now)
+                parked = self._periodic_parks(rings) if self._parks else {}
+            writers = checkpoint_writers(self.cfg, state, rings, parked, files)
+            info = manifest_info(self.plan, params, version, final, self.rings, list(parked))
+            folder = save_checkpoint(self.spec.run_dir, step, writers, info,
+                                     self.cfg.log.keep_checkpoints)
+            used = parked.values() if final else [
+                parked_path(self.spec.run_dir, i, int(rings[f"seqs{i}"][0]))
+                for i in range(len(self.rings))]  # (empty ones too)
+            for path in used:
+                path.unlink(missing_ok=True)
+            return step, folder
 
         if not final:
             self._writes.start(write)
             return
         self._checkpoint_written(write())
-        for src in parked.values():
-            src.unlink()
+
+    def _periodic_parks(self, rings: dict[str, np.ndarray]) -> dict[int, Path]:
+        """The states the workers leave for a periodic checkpoint whose rings are ``rings``
+        (fastrl.resume.ring_contents): each at the start of the slot its ring reads next,
+        waited for until the worker has gone past that slot, or :data:`PARK_WAIT_S`. Each
+        ring with a state keeps none of its unread slots: the worker collects them again
+        from that state, the same data."""
+        deadline = time.monotonic() + PARK_WAIT_S
+        parked = {}
+        for i, ring in enumerate(self.rings):
+            seq = int(rings[f"seqs{i}"][0])
+            path = parked_path(self.spec.run_dir, i, seq)
+            while not path.exists() and ring.get(WRITE_SEQ) <= seq and \
+                    time.monotonic() < deadline and not self.control.run_over():
+                time.sleep(0.005)
+            if path.exists() and path.stat().st_size:
+                parked[i] = path
+                rings[f"seqs{i}"][1] = seq
+                rings[f"slots{i}"] = rings[f"slots{i}"][:0]
+        return parked
 
     def _checkpoint_written(self, written: tuple[int, Path] | None) -> None:
         """Tell the supervisor about a checkpoint, ``(step, folder)``, now complete on disk

@@ -12,7 +12,9 @@ them): ``EVAL_STEP`` (env step + 1 of the weights the evaluation running judges;
 the first), ``EVAL_BEAT`` (its heartbeat, monotonic ns; 0 before its first step),
 ``SOLVED`` (env step + 1 of the weights that reached the target return; 0: none), one line
 per member of a population (fastrl.population): each member is solved on its own, and the
-run once every member is.
+run once every member is. ``PARK_SEQ`` (the learner: slot number + 1 at whose start every
+worker leaves its state for the next periodic checkpoint; 0: none), so that a checkpoint
+holds the workers' episodes too (fastrl.learner.learner).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import numpy as np
 
 from fastrl.memory.atomics import load_acquire, store_release
 
-STOP, DONE, PARKED, LEARNER_BEAT, LEARNER_STEP, EVAL_STEP, EVAL_BEAT, SOLVED = \
-    (8 * i for i in range(8))
-LINES = 8  # with one member; each further member adds a SOLVED line
+STOP, DONE, PARKED, LEARNER_BEAT, LEARNER_STEP, EVAL_STEP, EVAL_BEAT, PARK_SEQ, SOLVED = \
+    (8 * i for i in range(9))
+LINES = 9  # with one member; each further member adds a SOLVED line
 
 
 class RunControl:
@@ -66,6 +68,16 @@ class RunControl:
     def parked(self) -> bool:
         """True once :meth:`mark_parked` was called."""
         return bool(self._get(PARKED))
+
+    def park_at(self, seq: int | None) -> None:
+        """Ask every worker to leave its state as it starts slot ``seq`` (learner; None:
+        at none)."""
+        store_release(self.words, PARK_SEQ, 0 if seq is None else seq + 1)
+
+    def park_seq(self) -> int | None:
+        """The slot at whose start workers leave their state, or None."""
+        marked = self._get(PARK_SEQ)
+        return marked - 1 if marked else None
 
     # --- the learner's liveness and progress -------------------------------------------------
     def beat(self, now_ns: int) -> None:

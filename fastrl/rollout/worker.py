@@ -207,6 +207,7 @@ class RolloutWorker:
         self.base = {k: ring.get(k) for k in WORKER_COUNTERS}
         self._timer_base = dict(self.timer.ns)
         self.steps_per_slot = plan.slot_steps
+        self._unpicklable = False  # (its envs cannot be pickled: said once, parked empty)
         self.version = -1
         self.key = -1  # of the weights acting now (deterministic: fastrl.plan.SlotSchedule)
 
@@ -256,9 +257,13 @@ class RolloutWorker:
         self.ring.set(VERSION_SEEN, self.version)
 
     def fill_one(self) -> None:
-        """Take the weights the next slot is collected with, fill it and publish it."""
+        """Take the weights the next slot is collected with, fill it and publish it; first,
+        where the learner's next periodic checkpoint asks for it, leave this worker's state
+        as the slot starts (:meth:`park`)."""
         cfg, ring, collector = self.spec.plan.cfg, self.ring, self.collector
         infra = cfg.infra
+        if self.control.park_seq() == ring.write_seq:
+            self.park()
         with self.timer.stage("sync_weights"):
             self._take_weights()
         if self.algorithm.data is DataMode.REPLAY:
@@ -288,29 +293,30 @@ class RolloutWorker:
                      - self._timer_base[stage])
 
     def parked_state(self) -> bytes | None:
-        """At the end of a training run, the state that continues these episodes (what
-        :func:`load_parked` reads back), or None when there is none to keep."""
-        if not self.spec.plan.trains:
+        """The state that continues these episodes from the next slot on (what
+        :func:`load_parked` reads back), or None when there is none to keep (said once)."""
+        if not self.spec.plan.trains or self._unpicklable:
             return None
         state = {"write_seq": self.ring.write_seq, "collector": self.collector.state(),
                  "rng": rng_state()}
         try:
             return park_blob(state)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
+            self._unpicklable = True
             print(f"fastrl worker {self.spec.worker_id}: its envs cannot be pickled ({e}); a "
                   "resumed run will start them on fresh episodes", file=sys.stderr)
             return None
 
     def park(self) -> None:
-        """At the end of a training run, leave this worker's state for the learner's final
-        checkpoint, so that a resumed run continues these very episodes."""
-        blob = self.parked_state()
-        if blob is not None:
-            # On a full disk the run ends anyway, and says so once (the learner's final
-            # checkpoint, larger, fails too): a resumed run starts these envs afresh.
-            with suppress(DiskFull):
-                write_atomically(parked_path(self.spec.run_dir, self.spec.worker_id,
-                                             self.ring.write_seq), blob)
+        """Leave this worker's state, as of the start of its next slot, for a checkpoint:
+        the learner's final one at the end of a training run, or a periodic one
+        (fastrl.learner.learner), so that a resumed run continues these very episodes.
+        Where there is none to keep, the file is empty: the learner need not wait for it."""
+        # On a full disk the run ends anyway, and says so once (the learner's checkpoint,
+        # larger, fails too): a resumed run starts these envs afresh.
+        with suppress(DiskFull):
+            write_atomically(parked_path(self.spec.run_dir, self.spec.worker_id,
+                                         self.ring.write_seq), self.parked_state() or b"")
 
     def close(self) -> None:
         """Store the last wait's time and close the envs."""

@@ -102,3 +102,20 @@ def test_a_fork_without_changes_is_the_run_it_forks_bit_for_bit(launch, tmp_path
               "global_step": stop_step, "changes": []}
     assert json.loads((fork / "fork.json").read_text()) == record
     assert latest_valid(fork)[0].manifest["parent"] == record
+
+
+def test_a_fork_of_a_periodic_checkpoint_is_the_run_it_forks_bit_for_bit(tmp_path,
+                                                                          straight_run, capfd):
+    # A periodic checkpoint holds the workers' states as they started the slot after it
+    # (they park there for it), so going back to one replays the run exactly.
+    straight = straight_run(2)
+    periodic = [ckpt for ckpt in sorted((straight / "checkpoints").iterdir())
+                if not json.loads((ckpt / "manifest.json").read_text())["final"]]
+    assert periodic, "the straight run kept no periodic checkpoint"
+    manifest = json.loads((periodic[0] / "manifest.json").read_text())
+    assert manifest["worker_states"] == [0, 1]
+    forked = train_main(["--resume", str(periodic[0]), "--fork", str(tmp_path / "forked")],
+                        tmp_path, capfd)
+    assert forked.returncode == 0, forked.stderr
+    assert f"at {periodic[0].name} (global step {manifest['global_step']:,})" in forked.stderr
+    assert same_weights(straight, tmp_path / "forked"), "the fork's weights differ"
