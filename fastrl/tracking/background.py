@@ -1,16 +1,20 @@
-"""One tracker's calls made in a thread of its own, in order, so that a slow or unreachable
-tracking server never stops, slows or hangs the process that logs (the supervisor): a call
-only queues. The first failure is said once on stderr, and the tracker gets no more calls;
-the run's own files (TensorBoard, CSV, checkpoints) are complete either way."""
+"""One tracker's calls made in a thread of its own, in order, at a low priority, so that a
+slow or unreachable tracking server never stops, slows or hangs the process that logs (the
+supervisor), nor takes the cores from the learner and the workers: a call only queues. The
+first failure is said once on stderr, and the tracker gets no more calls; the run's own
+files (TensorBoard, CSV, checkpoints) are complete either way."""
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
+from contextlib import suppress
 from typing import Any
 
 MAX_PENDING = 10_000  # calls queued before new ones are dropped (said once)
+NICENESS = 10  # of a tracker's thread: it runs on what the run leaves of the cores
 
 
 class Background:
@@ -54,6 +58,10 @@ class Background:
         return not self.failed
 
     def _run(self) -> None:
+        with suppress(OSError, AttributeError):  # (Linux niceness is per thread; elsewhere none)
+            # A tracker's work (and the service process W&B starts from here, which
+            # inherits it) yields the cores to the learner and the workers.
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
         while True:
             method, args = self._queue.get()
             if method is None:
