@@ -420,3 +420,19 @@ def wandb_records(run_dir: Path) -> dict[str, list]:
                              for i in value.item}
                 out.setdefault(name, []).append(value)
     return out
+
+
+def interrupted_run(launch, tmp_path: Path, *args: str) -> tuple[Path, int]:
+    """A run of TINY + STRAIGHT (+ ``args``) in ``tmp_path/interrupted``, stopped with
+    SIGTERM as soon as its first checkpoint exists; its folder and the step it stopped at
+    (its final checkpoint's, the workers parked), well before STRAIGHT_STEPS."""
+    from fastrl.checkpoint import latest_valid
+
+    proc = launch([*STRAIGHT, *args, "log.run_name=interrupted"])
+    run = tmp_path / "interrupted"
+    sigterm_when(proc, lambda: latest_valid(run)[0] is not None)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    stop_step = last_json(out)["global_step"]
+    assert 0 < stop_step < STRAIGHT_STEPS, "the stop came too late to test anything"
+    return run, stop_step

@@ -12,12 +12,10 @@ import shutil
 import pytest
 from helpers import (
     ONE_WORKER,
-    STRAIGHT,
-    STRAIGHT_STEPS,
     TINY,
+    interrupted_run,
     last_json,
     same_weights,
-    sigterm_when,
     tb,
     train_main,
 )
@@ -82,13 +80,7 @@ def test_resume_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path, cap
 def test_a_fork_without_changes_is_the_run_it_forks_bit_for_bit(launch, tmp_path,
                                                                  straight_run, capfd):
     straight = straight_run(2)
-    interrupted = launch(["infra.num_workers=2", *STRAIGHT, "log.run_name=interrupted"])
-    run = tmp_path / "interrupted"
-    sigterm_when(interrupted, lambda: latest_valid(run)[0] is not None)
-    out, err = interrupted.communicate(timeout=60)
-    assert interrupted.returncode == 0, err
-    stop_step = last_json(out)["global_step"]
-    assert 0 < stop_step < STRAIGHT_STEPS, "the stop came too late to test anything"
+    run, stop_step = interrupted_run(launch, tmp_path, "infra.num_workers=2")
     parent = {p.name: (p / "manifest.json").read_text()
               for p in (run / "checkpoints").iterdir() if p.is_dir()}
 

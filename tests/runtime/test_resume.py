@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers import (
     ONE_WORKER,
-    STRAIGHT,
-    STRAIGHT_STEPS,
     TINY,
+    interrupted_run,
     last_json,
     resume_main,
     run_dir_of,
@@ -76,14 +75,8 @@ def test_stop_and_resume_gives_bit_identical_weights(workers, overrides, launch,
     # Fixed seed, max_policy_lag=0: "train to S" equals "train, SIGTERM at a random moment,
     # --resume, train to S" parameter for parameter (CPU, learner_threads=1).
     straight = straight_run(workers, *overrides)
-    interrupted = launch([f"infra.num_workers={workers}", *STRAIGHT, *overrides,
-                          "log.run_name=interrupted"])
-    run = tmp_path / "interrupted"
-    sigterm_when(interrupted, lambda: latest_valid(run)[0] is not None)
-    out, err = interrupted.communicate(timeout=60)
-    assert interrupted.returncode == 0, err
-    stop_step = last_json(out)["global_step"]
-    assert 0 < stop_step < STRAIGHT_STEPS, "the stop came too late to test anything"
+    run, stop_step = interrupted_run(launch, tmp_path, f"infra.num_workers={workers}",
+                                     *overrides)
     resumed = resume_main(run, [], capfd)
     assert resumed.returncode == 0, resumed.stderr
     assert f"at global step {stop_step:,}" in resumed.stderr
