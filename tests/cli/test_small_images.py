@@ -15,9 +15,9 @@ NOTE = "grid: 3x7 pixels, below the nature CNN's 36x36; the small CNN reads it"
 
 
 def test_a_small_grid_trains_as_it_comes_with_a_note(tmp_path, capfd):
-    proc = train_main([*TINY, *ONE_WORKER, *GRID, "algo.total_steps=2048"], tmp_path, capfd)
+    proc = train_main([*TINY, *ONE_WORKER, *GRID, "algo.total_steps=512"], tmp_path, capfd)
     assert proc.returncode == 0, proc.stderr
-    assert last_json(proc.stdout)["global_step"] == 2048
+    assert last_json(proc.stdout)["global_step"] == 512
     assert f"  note: {NOTE}" in proc.stderr
 
 

@@ -1,7 +1,8 @@
 """Going back to a checkpoint and forking from one (``--resume RUN/checkpoints/<name>``,
 ``--fork NAME``): the newer checkpoints are set aside and what they logged is dropped; a
 fork continues in a run directory of its own, records its parent, leaves the parent as it
-is, and is bit-identical to the run it forks when no key changes."""
+is, and is bit-identical to the run it forks when no key changes (from a periodic
+checkpoint too: the workers park for it)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pytest
 from helpers import (
     ONE_WORKER,
     TINY,
-    interrupted_run,
     last_json,
     same_weights,
     tb,
@@ -77,30 +77,14 @@ def test_resume_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path, cap
     assert last_json(forked.stdout)["global_step"] == 1280
 
 
-def test_a_fork_without_changes_is_the_run_it_forks_bit_for_bit(launch, tmp_path,
-                                                                 straight_run, capfd):
-    straight = straight_run(2)
-    run, stop_step = interrupted_run(launch, tmp_path, "infra.num_workers=2")
-    parent = {p.name: (p / "manifest.json").read_text()
-              for p in (run / "checkpoints").iterdir() if p.is_dir()}
-
-    forked = train_main(["--resume", str(run), "--fork", "forked"], tmp_path, capfd)
-    assert forked.returncode == 0, forked.stderr
-    fork = tmp_path / "forked"
-    assert same_weights(straight, fork), "the fork's weights differ from the straight run's"
-    assert parent == {p.name: (p / "manifest.json").read_text()
-                      for p in (run / "checkpoints").iterdir() if p.is_dir()}
-    record = {"run": str(run.resolve()), "checkpoint": latest_valid(run)[0].path.name,
-              "global_step": stop_step, "changes": []}
-    assert json.loads((fork / "fork.json").read_text()) == record
-    assert latest_valid(fork)[0].manifest["parent"] == record
-
-
-def test_a_fork_of_a_periodic_checkpoint_is_the_run_it_forks_bit_for_bit(tmp_path,
-                                                                          straight_run, capfd):
+def test_a_fork_without_changes_is_the_run_it_forks_bit_for_bit(tmp_path, straight_run,
+                                                                 capfd):
     # A periodic checkpoint holds the workers' states as they started the slot after it
-    # (they park there for it), so going back to one replays the run exactly.
+    # (they park there for it), so going back to one replays the run exactly; a graceful
+    # stop's final one holds them too (tests/runtime/test_resume.py).
     straight = straight_run(2)
+    parent = {p.name: (p / "manifest.json").read_text()
+              for p in (straight / "checkpoints").iterdir()}
     periodic = [ckpt for ckpt in sorted((straight / "checkpoints").iterdir())
                 if not json.loads((ckpt / "manifest.json").read_text())["final"]]
     assert periodic, "the straight run kept no periodic checkpoint"
@@ -109,5 +93,13 @@ def test_a_fork_of_a_periodic_checkpoint_is_the_run_it_forks_bit_for_bit(tmp_pat
     forked = train_main(["--resume", str(periodic[0]), "--fork", str(tmp_path / "forked")],
                         tmp_path, capfd)
     assert forked.returncode == 0, forked.stderr
-    assert f"at {periodic[0].name} (global step {manifest['global_step']:,})" in forked.stderr
-    assert same_weights(straight, tmp_path / "forked"), "the fork's weights differ"
+    fork = tmp_path / "forked"
+    assert same_weights(straight, fork), "the fork's weights differ from the straight run's"
+    assert parent == {p.name: (p / "manifest.json").read_text()
+                      for p in (straight / "checkpoints").iterdir()}
+    # (the one change: train_main's log.run_dir, where the test's runs go)
+    record = {"run": str(straight.resolve()), "checkpoint": periodic[0].name,
+              "global_step": manifest["global_step"],
+              "changes": [f"log.run_dir: {str(straight.parent)!r} -> {str(tmp_path)!r}"]}
+    assert json.loads((fork / "fork.json").read_text()) == record
+    assert latest_valid(fork)[0].manifest["parent"] == record
