@@ -133,7 +133,8 @@ def describe(plan: RunPlan, run_dir: str | Path | None = None) -> dict[str, Any]
     report names it from ``log.run_dir`` and ``log.run_name`` (``<new run>`` when unnamed).
     """
     cfg = plan.cfg
-    policy = _class_name(type(plan.policy()))
+    network = plan.policy()  # (built once: a CNN or a population is not free)
+    policy = _class_name(type(network))
     return _with_features({
         "run": {"env_id": cfg.env.id, "algo": cfg.algo.name, "seed": cfg.seed,
                 "total_steps": cfg.algo.total_steps, "runtime": cfg.infra.runtime,
@@ -141,7 +142,7 @@ def describe(plan: RunPlan, run_dir: str | Path | None = None) -> dict[str, Any]
         "env": _env_part(plan),
         "rollout": _rollout_part(cfg, policy),
         "buffer": _buffer_part(plan),
-        "learner": _learner_part(plan, policy),
+        "learner": _learner_part(plan, policy, network),
         "weights": {"transport": f"{_memory(cfg)}-memory seqlock" + (
             ", broadcast to the actors through Ray's object store" if _ray(cfg) else ""),
                     "num_params": plan.num_params, "bytes": plan.weights_bytes},
@@ -287,12 +288,12 @@ def _final_obs_part(plan: RunPlan) -> dict[str, Any]:
             "rings_bytes_saved": saved}
 
 
-def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
+def _learner_part(plan: RunPlan, policy: str, network: Any) -> dict[str, Any]:
     cfg = plan.cfg
     part = {"processes": _processes(cfg)["learner"], "device": plan.device,
             "torch_threads": cfg.infra.learner_threads,
             "algo": cfg.algo.name,
-            "policy": policy, "num_params": plan.num_params, **_images_part(plan)}
+            "policy": policy, "num_params": plan.num_params, **_images_part(plan, network)}
     minibatches = cfg.algo.algorithm.minibatches
     if minibatches:
         num_minibatches, update_epochs = minibatches(cfg.algo)
@@ -301,10 +302,11 @@ def _learner_part(plan: RunPlan, policy: str) -> dict[str, Any]:
     return part
 
 
-def _images_part(plan: RunPlan) -> dict[str, Any]:
-    """The CNN reading each image of the observations, where the network has one, and the
-    notes on those that got another than ``algo.encoder`` names (too small for it)."""
-    if not any(isinstance(m, ImageEncoder) for m in plan.policy().modules()):
+def _images_part(plan: RunPlan, network: Any) -> dict[str, Any]:
+    """The CNN reading each image of the observations, where ``network`` (the run's) has
+    one, and the notes on those that got another than ``algo.encoder`` names (too small
+    for it)."""
+    if not any(isinstance(m, ImageEncoder) for m in network.modules()):
         return {"images": [], "encoder_notes": []}
     kind = plan.cfg.algo.encoder
     return {"images": [{"input": name, "pixels": pixels, "cnn": cnn}

@@ -185,14 +185,11 @@ class MetricsLogger:
         tagged["train/steps_per_sec"] = self.steps_per_sec
         if self._writer:
             with self._tensorboard():
-                for tag, value in tagged.items():
-                    if isinstance(value, list):
-                        self._histogram(tag, value, step)
-                    else:
-                        self._writer.add_scalar(tag, value, step)
-        if self._tracking:
-            self._tracking.scalars([(step, {tag: value for tag, value in tagged.items()
-                                            if not isinstance(value, list)})])
+                for tag, counts in tagged.items():
+                    if isinstance(counts, list):
+                        self._histogram(tag, counts, step)
+        self._scalars([(step, {tag: value for tag, value in tagged.items()
+                               if not isinstance(value, list)})])
         if self._progress:
             restarts = stats.get("supervisor/restarts", 0)
             lag = stats.get("supervisor/worker_lag_max", 0)
@@ -217,13 +214,21 @@ class MetricsLogger:
         the episodes ended)."""
         columns = [episodes[name] for name in self._episodes.columns]
         self._episodes.write(zip(*columns))
+        self._scalars([(step, {"episode/return": ret})
+                       for step, ret in zip(episodes["step"], episodes["return"])])
+
+    def _scalars(self, rows: list[tuple[int, dict[str, float]]]) -> None:
+        """Scalars at their env steps, ``[(step, {tag: value}), ...]``, to TensorBoard and
+        to the trackers."""
+        if not rows:
+            return
         if self._writer:
             with self._tensorboard():
-                for step, ret in zip(episodes["step"], episodes["return"]):
-                    self._writer.add_scalar("episode/return", ret, step)
-        if self._tracking and episodes["step"]:
-            self._tracking.scalars([(step, {"episode/return": ret}) for step, ret in
-                                    zip(episodes["step"], episodes["return"])])
+                for step, values in rows:
+                    for tag, value in values.items():
+                        self._writer.add_scalar(tag, value, step)
+        if self._tracking:
+            self._tracking.scalars(rows)
 
     def _histogram(self, tag: str, counts: list[int], step: int) -> None:
         """``counts[k]`` occurrences of the integer ``k`` as a TensorBoard histogram."""
@@ -242,12 +247,7 @@ class MetricsLogger:
         ``eval_ckpt``: a checkpoint's, evaluated in its own process)."""
         self._evals.write([[step, time.time(), prefix,
                             *(result.get(k) for k in self._evals.columns[3:])]])
-        if self._writer:
-            with self._tensorboard():
-                for key, value in result.items():
-                    self._writer.add_scalar(f"{prefix}/{key}", value, step)
-        if self._tracking:
-            self._tracking.scalars([(step, {f"{prefix}/{k}": v for k, v in result.items()})])
+        self._scalars([(step, {f"{prefix}/{key}": value for key, value in result.items()})])
         if self._progress:
             spread = (f"best {result['best_return_mean']:.1f}, median "
                       f"{result['median_return_mean']:.1f}, worst "
@@ -262,13 +262,8 @@ class MetricsLogger:
 
     def custom(self, step: int, scalars: dict[str, float]) -> None:
         """A callback's own scalars, as ``custom/<name>``."""
-        if self._writer:
-            with self._tensorboard():
-                for key, value in scalars.items():
-                    self._writer.add_scalar(f"custom/{key}", float(value), step)
-        if self._tracking:
-            self._tracking.scalars([(step, {f"custom/{k}": float(v)
-                                            for k, v in scalars.items()})])
+        self._scalars([(step, {f"custom/{key}": float(value)
+                               for key, value in scalars.items()})])
 
     def timing(self, table: dict[str, dict[str, float]]) -> None:
         """Print the end-of-run table of time per stage and process (fastrl.core.timing) to
