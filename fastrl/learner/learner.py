@@ -177,7 +177,7 @@ class Learner:
             cfg.algo.algorithm.data is DataMode.SYNC and cfg.infra.runtime != "ray"
         if spec.resume:
             self._restore(Path(spec.resume))
-        self._ask_workers_to_park()
+        self._ask_workers_to_park(self.next_checkpoint)
 
     # --- the loop --------------------------------------------------------------------------
     def run(self) -> None:
@@ -251,20 +251,21 @@ class Learner:
         if self.plan.trains and self.evals.due(self.global_step):
             self.evals.run(self.global_step)  # (the last one follows at the end)
         if self.next_checkpoint <= self.global_step < self.cfg.algo.total_steps:
+            following = self.next_checkpoint
+            while following <= self.global_step:
+                following += self.cfg.log.checkpoint_every_steps
             with self.timer.stage("checkpoint"):  # (the final one follows at the end)
-                self._checkpoint(final=False)
-            while self.next_checkpoint <= self.global_step:
-                self.next_checkpoint += self.cfg.log.checkpoint_every_steps
-            self._ask_workers_to_park()
+                self._checkpoint(final=False, following=following)
+            self.next_checkpoint = following
 
-    def _ask_workers_to_park(self) -> None:
+    def _ask_workers_to_park(self, checkpoint_step: float) -> None:
         """Where periodic checkpoints hold the workers' states: ask every worker to leave
-        its state as it starts the slot after the update the next periodic checkpoint
-        follows (update k trains on slot k - 1 of every ring, each of ``batch_size``
-        steps)."""
+        its state as it starts the slot after the update the periodic checkpoint due at
+        ``checkpoint_step`` follows (update k trains on slot k - 1 of every ring, each of
+        ``batch_size`` steps)."""
         if not self._parks:
             return
-        update = -(-self.next_checkpoint // self.cfg.batch_size)
+        update = -(-checkpoint_step // self.cfg.batch_size)
         self.control.park_at(update if update * self.cfg.batch_size <
                              self.cfg.algo.total_steps else None)
 
@@ -361,7 +362,7 @@ class Learner:
             **({"weight_banks": self.weights.banks_state()} if self.plan.schedule else {}),
             **{k: v for hook in self.hooks for k, v in hook.state().items()}})
 
-    def _checkpoint(self, final: bool) -> None:
+    def _checkpoint(self, final: bool, following: float = float("inf")) -> None:
         """Write a checkpoint of everything that continues this run (fastrl.resume).
 
         A periodic one takes a copy of the state here and is written by a thread while
@@ -384,6 +385,8 @@ class Learner:
                 parked = parked_states(self.spec.run_dir, self.rings)
             else:  # (the workers park as they start their next slot, a moment from now)
                 parked = self._periodic_parks(rings) if self._parks else {}
+                # (only now: a worker that had yet to start the slot must still see it)
+                self._ask_workers_to_park(following)
             writers = checkpoint_writers(self.cfg, state, rings, parked, files)
             info = manifest_info(self.plan, params, version, final, self.rings, list(parked))
             folder = save_checkpoint(self.spec.run_dir, step, writers, info,
