@@ -209,7 +209,7 @@ def restore_rings(ckpt: Checkpoint, rings: list[Ring], plan: RunPlan,
     states = {}
     with np.load(ckpt.file("rings.npz"), allow_pickle=False) as saved:
         for i, ring in enumerate(rings):
-            # Each worker's step count goes on from the run's (DQN's epsilon follows it).
+            # Each worker's step count goes on from the run's.
             ring.set(STEPS, ckpt.global_step // len(rings))
             if same:
                 read_seq, write_seq = saved[f"seqs{i}"].tolist()

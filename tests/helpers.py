@@ -436,3 +436,18 @@ def interrupted_run(launch, tmp_path: Path, *args: str) -> tuple[Path, int]:
     stop_step = last_json(out)["global_step"]
     assert 0 < stop_step < STRAIGHT_STEPS, "the stop came too late to test anything"
     return run, stop_step
+
+
+def assert_restores(make, obs, steps: int) -> None:
+    """An actor made with ``make(seed)`` and restored from the state of one that acted
+    ``steps`` times acts on as that one."""
+    import numpy as np
+
+    saved = make(1)
+    for _ in range(steps):
+        saved(obs)
+    state = saved.state()
+    ahead = [saved(obs)[0] for _ in range(3)]
+    fresh = make(2)
+    fresh.restore(state)
+    assert np.array_equal([fresh(obs)[0] for _ in range(3)], ahead), type(saved)

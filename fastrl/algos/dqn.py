@@ -123,6 +123,15 @@ class EpsilonGreedy(Actor):
                 else uniform_legal(mask.numpy(obs[explore]), self.rng))
         return action, log_prob, value
 
+    def state(self) -> dict:
+        """Its random state (which envs explore, and how)."""
+        return {"epsilon_rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        """Go on with a parked worker's random state (:meth:`state`), where it kept one."""
+        if "epsilon_rng" in state:
+            self.rng.bit_generator.state = state["epsilon_rng"]
+
 
 def apex_epsilon(cfg: DQNConfig, worker: int, num_workers: int, step: int,
                  total_steps: int) -> float:

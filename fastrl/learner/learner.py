@@ -171,10 +171,10 @@ class Learner:
         self._next_report = time.monotonic()
         self._writes = BackgroundWrite()  # periodic checkpoints, written beside training
         self._saved_banks: dict | None = None  # the weights a checkpoint's banks held
-        # (one slot from every ring per update, in a fixed order: a periodic checkpoint can
-        # hold the workers' states as they start the slot after it; not across Ray nodes)
+        # (the slots are taken in a fixed order: a periodic checkpoint can hold the workers'
+        # states as they start their slots after it; not across Ray nodes)
         self._parks = plan.trains and plan.schedule is not None and \
-            cfg.algo.algorithm.data is DataMode.SYNC and cfg.infra.runtime != "ray"
+            cfg.infra.runtime != "ray"
         if spec.resume:
             self._restore(Path(spec.resume))
         self._ask_workers_to_park(self.next_checkpoint)
@@ -260,14 +260,17 @@ class Learner:
 
     def _ask_workers_to_park(self, checkpoint_step: float) -> None:
         """Where periodic checkpoints hold the workers' states: ask every worker to leave
-        its state as it starts the slot after the update the periodic checkpoint due at
-        ``checkpoint_step`` follows (update k trains on slot k - 1 of every ring, each of
-        ``batch_size`` steps)."""
+        its state as it starts its first slot after those the learner has taken when the
+        periodic checkpoint due at ``checkpoint_step`` is written. The learner checks the
+        schedule after every poll, which moves the run on by a whole number of polls, each
+        of ``poll_steps`` env steps (fastrl.learner.feeds)."""
         if not self._parks:
             return
-        update = -(-checkpoint_step // self.cfg.batch_size)
-        self.control.park_at(update if update * self.cfg.batch_size <
-                             self.cfg.algo.total_steps else None)
+        poll_steps = self.plan.slot_steps if self.cfg.algo.algorithm.data is \
+            DataMode.REPLAY else self.cfg.batch_size
+        steps = -(-checkpoint_step // poll_steps) * poll_steps
+        self.control.park_at(int(steps) // self.plan.slot_steps
+                             if steps < self.cfg.algo.total_steps else None)
 
     def wrap_up(self) -> None:
         """Training is over: the last report, then the workers may park while the last

@@ -12,8 +12,9 @@ them): ``EVAL_STEP`` (env step + 1 of the weights the evaluation running judges;
 the first), ``EVAL_BEAT`` (its heartbeat, monotonic ns; 0 before its first step),
 ``SOLVED`` (env step + 1 of the weights that reached the target return; 0: none), one line
 per member of a population (fastrl.population): each member is solved on its own, and the
-run once every member is. ``PARK_SEQ`` (the learner: slot number + 1 at whose start every
-worker leaves its state for the next periodic checkpoint; 0: none), so that a checkpoint
+run once every member is. ``PARK_SEQ`` (the learner: run-wide slot number + 1,
+fastrl.plan.SlotSchedule, from which on every worker leaves its state, at the start of its
+first slot, for the next periodic checkpoint; 0: none), so that a checkpoint
 holds the workers' episodes too (fastrl.learner.learner).
 """
 
@@ -69,13 +70,13 @@ class RunControl:
         """True once :meth:`mark_parked` was called."""
         return bool(self._get(PARKED))
 
-    def park_at(self, seq: int | None) -> None:
-        """Ask every worker to leave its state as it starts slot ``seq`` (learner; None:
-        at none)."""
-        store_release(self.words, PARK_SEQ, 0 if seq is None else seq + 1)
+    def park_at(self, slot: int | None) -> None:
+        """Ask every worker to leave its state as it starts its first slot numbered
+        ``slot`` or later, run-wide (learner; None: at none)."""
+        store_release(self.words, PARK_SEQ, 0 if slot is None else slot + 1)
 
-    def park_seq(self) -> int | None:
-        """The slot at whose start workers leave their state, or None."""
+    def park_slot(self) -> int | None:
+        """The run-wide slot from which on workers leave their state, or None."""
         marked = self._get(PARK_SEQ)
         return marked - 1 if marked else None
 

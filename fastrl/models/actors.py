@@ -160,6 +160,7 @@ class RandomActor(Actor):
         self._next = 0
 
     def _draw(self, steps: int) -> np.ndarray:
+        self._table_rng = self._rng.bit_generator.state  # (what draws this table again)
         return _random_table(self.space, (steps, self.num_envs), self._rng)
 
     def _take(self, steps: int) -> np.ndarray:
@@ -177,6 +178,16 @@ class RandomActor(Actor):
         """Write the next ``len(out)`` steps of actions into ``out`` ``[T, n, *action]``."""
         out[...] = self._take(len(out))
 
+    def state(self) -> dict:
+        """Where its actions are: the table's random state, length and next row."""
+        return {"random_table": (self._table_rng, len(self._table), self._next)}
+
+    def restore(self, state: dict) -> None:
+        """Go on with the actions of a parked worker's :meth:`state`, where it kept them."""
+        if "random_table" in state:
+            self._rng.bit_generator.state, steps, next_row = state["random_table"]
+            self._table, self._next = self._draw(steps), next_row
+
 
 class LegalRandomActor(Actor):
     """Uniform random actions among the legal ones of each step's observations (a Dict
@@ -191,6 +202,15 @@ class LegalRandomActor(Actor):
         """Random legal actions for observations ``[n, *obs]``, zero log-probs and values."""
         zeros = np.zeros(len(obs), np.float32)
         return self.start + uniform_legal(self.mask.numpy(obs), self._rng), zeros, zeros
+
+    def state(self) -> dict:
+        """Its random state."""
+        return {"random_legal": self._rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        """Go on with a parked worker's random state (:meth:`state`), where it kept one."""
+        if "random_legal" in state:
+            self._rng.bit_generator.state = state["random_legal"]
 
 
 def random_actor(obs_space: spaces.Space, act_space: spaces.Space, num_envs: int,

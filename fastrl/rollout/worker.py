@@ -202,6 +202,7 @@ class RolloutWorker:
                                    self.beat, clip_rewards=cfg.env.clip_rewards)
         if state is not None:  # a parked state (load_parked) to continue from
             self.collector.restore(state["collector"])
+            self.explore.restore(state.get("explore", {}))
             set_rng_state(state["rng"])
         # The ring outlives a restarted worker: its counters continue where the last one was.
         self.base = {k: ring.get(k) for k in WORKER_COUNTERS}
@@ -262,7 +263,7 @@ class RolloutWorker:
         as the slot starts (:meth:`park`)."""
         cfg, ring, collector = self.spec.plan.cfg, self.ring, self.collector
         infra = cfg.infra
-        if self.control.park_seq() == ring.write_seq:
+        if self._park_due():
             self.park()
         with self.timer.stage("sync_weights"):
             self._take_weights()
@@ -270,8 +271,9 @@ class RolloutWorker:
             # Until the learner's first update its weights are noise: act at random.
             collector.act = self.explore if self.version == 0 else self.act
         if self.algorithm.schedule:
+            # (the run's step at this slot, from its number: the same after a resume)
             self.algorithm.schedule(self.act, cfg, self.spec.worker_id,
-                                    self.base[STEPS] * infra.num_workers)
+                                    ring.write_seq * self.steps_per_slot * infra.num_workers)
         with self.timer.stage("rollout"):
             collector.fill(ring.write_slot(), ring.write_seq, self.version)
             if infra.check_slots:
@@ -280,6 +282,13 @@ class RolloutWorker:
         self.base[STEPS] += self.steps_per_slot
         ring.set(STEPS, self.base[STEPS])
         self._store_times()
+
+    def _park_due(self) -> bool:
+        """The learner's next periodic checkpoint asks for this worker's state at the start
+        of the slot it fills next (its first slot from the run-wide slot ``PARK_SEQ`` on)."""
+        slot = self.control.park_slot()
+        return slot is not None and \
+            self.spec.plan.schedule.first_seq(self.spec.worker_id, slot) == self.ring.write_seq
 
     def _store_times(self) -> None:
         """This worker's time per stage into its ring's counters (fastrl.core.timing)."""
@@ -297,8 +306,10 @@ class RolloutWorker:
         :func:`load_parked` reads back), or None when there is none to keep (said once)."""
         if not self.spec.plan.trains or self._unpicklable:
             return None
+        # (the actor acting before the first update, replay algorithms', is not always the
+        # collector's now)
         state = {"write_seq": self.ring.write_seq, "collector": self.collector.state(),
-                 "rng": rng_state()}
+                 "explore": self.explore.state(), "rng": rng_state()}
         try:
             return park_blob(state)
         except (pickle.PicklingError, TypeError, AttributeError) as e:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from helpers import assert_restores
 
 from fastrl.algos.dqn import DQN, EpsilonGreedy
 from fastrl.config import AlgoConfig
@@ -102,6 +103,12 @@ def test_the_loss_sees_only_legal_actions():
         assert entropy[i].item() == pytest.approx(dist.entropy().item(), abs=1e-5)
     (log_prob.sum() + entropy.sum()).backward()
     assert all(torch.isfinite(p.grad).all() for p in policy.parameters() if p.grad is not None)
+
+
+def test_a_legal_random_actor_restored_from_its_state_draws_what_the_saved_one_would_have():
+    obs, _ = masked_obs(8, seed=1)
+    assert_restores(lambda s: LegalRandomActor(spaces.Discrete(N), action_mask(
+        MASKED, spaces.Discrete(N)), s), obs, 5)
 
 
 def test_random_and_epsilon_greedy_actions_are_legal():

@@ -1,13 +1,15 @@
 """Deterministic asynchrony (infra.deterministic, fastrl.plan.SlotSchedule): two runs of one
 seed train on the same data in every data mode, however differently their envs' steps are
 timed, and so end with bit-identical weights and episode logs, through a stop and a resume
-too; the schedule's keys never run ahead of the update that takes a slot, and the weights
-kept, or published when a run resumes, cover every key a worker may still need."""
+too, and a fork of a periodic checkpoint (its workers parked for it); the schedule's keys
+never run ahead of the update that takes a slot, and the weights kept, or published when a
+run resumes, cover every key a worker may still need."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -51,23 +53,63 @@ def trained(config: str, overrides: list[str], run_dir: Path) -> tuple[str, list
     """The SHA-256 of the saved model and the (step, return, length) of every episode."""
     cfg = load_config(ROOT / config, overrides + QUIET + [f"log.run_dir={run_dir}"])
     assert slot_schedule(cfg) is not None, "the run would not be deterministic"
-    result = Trainer(cfg).fit()
-    model = torch.load(Path(result.run_dir) / "model.pt", weights_only=True)["model"]
+    return outcome(Trainer(cfg).fit().run_dir)
+
+
+def outcome(run_dir: Path | str) -> tuple[str, list[tuple]]:
+    """A finished run's SHA-256 of its saved model and (step, return, length) of every
+    episode."""
+    model = torch.load(Path(run_dir) / "model.pt", weights_only=True)["model"]
     digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in model.values()))
-    with (Path(result.run_dir) / "episodes.csv").open() as f:
+    with (Path(run_dir) / "episodes.csv").open() as f:
         episodes = [(r["step"], r["return"], r["length"]) for r in csv.DictReader(f)]
     return digest.hexdigest(), episodes
 
 
+@pytest.fixture(scope="module")
+def first_runs(tmp_path_factory):
+    """``first_runs(name)``: the run folder and :func:`trained` outcome of ``RUNS[name]``,
+    made on first use (with a periodic checkpoint half way), shared after that."""
+    made: dict[str, tuple[Path, tuple]] = {}
+
+    def get(name: str) -> tuple[Path, tuple]:
+        if name not in made:
+            config, overrides, _ = RUNS[name]
+            total = next(int(o.split("=")[1]) for o in overrides
+                         if o.startswith("algo.total_steps="))
+            run_dir = tmp_path_factory.mktemp(name)
+            made[name] = run_dir / "a", trained(
+                config, [*overrides, f"log.checkpoint_every_steps={total // 2}",
+                         "log.run_name=a"], run_dir)
+        return made[name]
+
+    return get
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", list(RUNS))
-def test_two_runs_of_one_seed_are_bit_identical(name, tmp_path, no_shm_residue):
+def test_two_runs_of_one_seed_are_bit_identical(name, first_runs, tmp_path, no_shm_residue):
     config, overrides, jittery = RUNS[name]
-    first = trained(config, overrides, tmp_path / "a")
+    _, first = first_runs(name)
     # the same envs, each step late by a random fraction of a millisecond
     second = trained(config, overrides + [f"env.id={jittery}"], tmp_path / "b")
     assert first[1], "no episode ended"
     assert first == second
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["appo", "dqn", "sac"])
+def test_a_fork_of_a_periodic_checkpoint_trains_what_the_run_did(name, first_runs, tmp_path,
+                                                                 no_shm_residue):
+    # The workers parked as they started their first slots after the checkpoint (ASYNC:
+    # whole updates; REPLAY: one slot at a time), so the fork collects the very same data.
+    run, first = first_runs(name)
+    manifests = {p: json.loads((p / "manifest.json").read_text())
+                 for p in (run / "checkpoints").iterdir()}
+    periodic = [p for p, manifest in manifests.items() if not manifest["final"]]
+    assert len(periodic) == 1 and manifests[periodic[0]]["worker_states"] == [0, 1]
+    fork = Trainer.resume(periodic[0], fork=tmp_path / "fork").fit()
+    assert outcome(fork.run_dir) == first
 
 
 @pytest.mark.timeout(300)
