@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from multiprocessing import forkserver
+from multiprocessing import forkserver, util
 from multiprocessing.context import BaseContext
+from pathlib import Path
 
 #: What a terminal or a service manager sends to stop a run (to the whole process group).
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 #: What the fork server imports once: every child's entry module, and the numba kernels
 #: every child calls, loaded (fastrl.runtime.preload).
 PRELOAD = ("fastrl.runtime.preload",)
+#: the name of a supervisor's multiprocessing temp folder: this + its pid + "-" + random
+TEMP_PREFIX = "fastrl-mp-"
 
 
 def child_context() -> BaseContext:
@@ -47,9 +52,43 @@ def start_fork_server() -> int:
     child_context()
     server = forkserver._forkserver  # (no public accessor)
     if not _running(server._forkserver_pid):
+        _own_temp_dir()
         with _stop_signals_ignored(), _single_threaded_blas():
             forkserver.ensure_running()
     return server._forkserver_pid
+
+
+def _own_temp_dir() -> None:
+    """Give this process's multiprocessing temp folder (the fork server's socket lives
+    there) a name with fastrl's prefix and this pid, after removing those of fastrl
+    processes that are gone.
+
+    Only a normal exit removes the folder (``pymp-*`` by default): a supervisor killed with
+    -9 leaves it, and the next run's start is the first to know it is stale.
+    ``multiprocessing.util.get_temp_dir`` reads the folder from the process's config, set
+    here before it is first asked (it has no public setter).
+    """
+    config = mp.current_process()._config
+    if config.get("tempdir") is not None:
+        return
+    for stale in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
+        pid = stale.name[len(TEMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    path = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
+    util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=-100)
+    config["tempdir"] = path
+
+
+def _alive(pid: int) -> bool:
+    """Some process has pid ``pid``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _running(pid: int | None) -> bool:

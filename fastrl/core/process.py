@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import random
 import signal
@@ -21,7 +22,7 @@ from fastrl.core.errors import ExplainedError
 from fastrl.core.files import DiskFull, write_atomically
 from fastrl.core.forkserver import STOP_SIGNALS, release_fork_server
 
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
 #: A child's exit status when a write of its failed on a full disk (ENOSPC's number): the
 #: supervisor tells the run's end by it even where the crash report could not be written.
 EXIT_DISK_FULL = 28
@@ -34,7 +35,8 @@ def become_child(parent_pid: int) -> None:
     It ignores SIGINT and SIGTERM (a terminal's Ctrl-C or a service manager's SIGTERM reaches
     the whole process group; the supervisor turns them into a stop flag). The fork server
     ignores them already (fastrl.core.forkserver), so no child dies of one before this.
-    It also asks Linux to SIGKILL it when its parent dies, and lets the fork server go
+    It names itself after its role (:func:`name_process`), asks Linux to SIGKILL it when
+    its parent dies, and lets the fork server go
     (release_fork_server): the server exits with the supervisor, so that a hung env can
     never outlive the run.
     """
@@ -44,10 +46,18 @@ def become_child(parent_pid: int) -> None:
     # worker's own SIGTERM handler must see them)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     exit_with_parent(signal.SIGKILL)
+    name_process(multiprocessing.current_process().name)
     release_fork_server()
     if os.getppid() != parent_pid:  # the server died before prctl took effect
         os._exit(1)
     jit.restart()  # (the server's compiling is not this child's)
+
+
+def name_process(name: str) -> None:
+    """Show ``name`` (its first 15 bytes: ``fastrl learner``, ``fastrl worker 3``) as this
+    process's name in ps, top and /proc/PID/comm (PR_SET_NAME), where every child of the
+    fork server is otherwise ``python``."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name.encode()[:15])
 
 
 def exit_with_parent(sig: int) -> None:

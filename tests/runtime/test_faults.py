@@ -1,16 +1,21 @@
 """Fault injection through real processes: killed, hung and failing workers are restarted
 and training goes on after the restart; a failure budget stops the run with a checkpoint; a
 dead learner leaves a resumable run; an env that breaks its contract stops the run without a
-restart. Every test is bounded and checks /dev/shm afterwards."""
+restart; a killed supervisor leaves nothing behind and its run resumes. Every test is
+bounded and checks /dev/shm afterwards."""
 
 from __future__ import annotations
 
 import random
 import re
+import shutil
 import signal
+import tempfile
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 from helpers import (
     ENDLESS,
@@ -30,6 +35,7 @@ from helpers import (
 from fastrl.checkpoint import checkpoints_dir, latest_valid, verify
 from fastrl.envs.contract import check_env
 from fastrl.envs.source import EnvSource
+from fastrl.memory.segments import leftover_segments
 from fastrl.runtime.children import Children
 
 pytestmark = pytest.mark.timeout(300)
@@ -162,3 +168,37 @@ def test_a_child_killed_by_sigbus_is_told_as_dev_shm_running_out(tmp_path):
     told = children.describe_exit("worker 0")
     assert told.startswith("worker 0 (pid 123) was killed by SIGBUS (a full /dev/shm")
     assert "bytes free now" in told
+
+
+def test_a_supervisor_killed_with_sigkill_leaves_nothing_and_its_run_resumes(
+        launch, tmp_path, monkeypatch, request):
+    # Its children die with the fork server (PDEATHSIG), the resource tracker unlinks the
+    # segments, and the next start removes its multiprocessing temp folder.
+    # (the runs launched here; short: the fork server's socket path has a length limit)
+    temp = Path(tempfile.mkdtemp(prefix="sv-", dir="/tmp"))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
+    proc = launch([*ENDLESS, "log.checkpoint_every_steps=256"])
+    wait_training(proc, tmp_path)
+    run = run_dir_of(tmp_path)
+    wait_for(lambda: latest_valid(run)[0] is not None, proc, 60)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert {"fastrl learner", "fastrl worker 0", "fastrl worker 1"} <= \
+        {p.name() for p in children}  # (named after their roles)
+    proc.kill()
+    proc.communicate(timeout=30)
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, alive
+    deadline = time.monotonic() + 5
+    while leftover_segments(f"{proc.pid}_") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not leftover_segments(f"{proc.pid}_")
+    assert [p.name for p in temp.iterdir()] == [p.name for p in temp.glob(
+        f"fastrl-mp-{proc.pid}-*")]
+    ckpt = latest_valid(run)[0]
+    resumed = launch([f"algo.total_steps={ckpt.global_step + 512}"], tiny=False, resume=run)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert f"at global step {ckpt.global_step:,}" in err
+    assert last_json(out)["global_step"] == ckpt.global_step + 512
+    assert not list(temp.iterdir())  # (the resumed run's start removed the stale one)
