@@ -1,0 +1,29 @@
+"""The chaos benchmark's short variant (benchmarks/chaos.py, docs/faults-and-resume.md): the
+default job under random faults for a minute and a half, resumed whenever it stops, keeps
+every checkpoint, leaves nothing behind and still learns."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT
+
+
+@pytest.mark.timeout(420)
+def test_the_default_job_survives_random_faults_and_still_learns(tmp_path):
+    out = tmp_path / "chaos.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "chaos.py"),
+                           "--minutes", "1.5", "--every", "3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=400)
+    report = json.loads(out.read_text())
+    assert proc.returncode == 0, (report["verdicts"], proc.stdout[-3000:], proc.stderr[-3000:])
+    assert all(report["verdicts"].values()) and report["ok"]
+    assert sum(report["faults"].values()) >= 10 and report["resumes"] >= 1
+    assert report["final_eval"] >= 475 and report["cycles"]
+    # as root it runs in a mount namespace of its own and fills its own disk and /dev/shm
+    assert bool(report["skipped"]) == (os.geteuid() != 0)
+    assert (tmp_path / "chaos.log").stat().st_size > 0  # (the job's raw output)
