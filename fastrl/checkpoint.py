@@ -53,7 +53,11 @@ from fastrl.core.version import __version__
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
 PARKED = ".parked"  # worker states left at the end of a run, for its final checkpoint
+#: the checkpoint format this fastrl writes, and the oldest it resumes: every checkpoint
+#: written since checkpoints exist (2026-12-02) is format 1 (docs/faults-and-resume.md,
+#: "Upgrades"; tests/fixtures/runs/)
 FORMAT = 1
+OLDEST_FORMAT = 1
 TEMP_PREFIX = ".tmp-"  # a checkpoint being written: .tmp-<seq>-step<N>-<pid>
 CORRUPT_PREFIX = "corrupt-"  # a checkpoint that failed verification, set aside
 SUPERSEDED_PREFIX = "superseded-"  # an intact one newer than the checkpoint a run went back to
@@ -65,6 +69,22 @@ HISTORY = ("episodes.csv", "evals.csv", "members.csv", "tb")
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is missing, corrupt, or does not fit the config it is resumed with."""
+
+
+class NewerFormat(CheckpointError):
+    """A checkpoint in a format a later fastrl wrote: intact, but not for this fastrl (a
+    resume refuses it instead of falling back to an older checkpoint)."""
+
+
+def written_by(manifest: dict[str, Any]) -> str:
+    """Which fastrl wrote a checkpoint, and what this one reads: the versions every
+    refusal of a checkpoint names."""
+    sha = manifest.get("git_sha")
+    reads = f"format {FORMAT}" if OLDEST_FORMAT == FORMAT else \
+        f"formats {OLDEST_FORMAT} to {FORMAT}"
+    return (f"written by fastrl {manifest.get('fastrl_version', '(unknown)')}"
+            f"{f' ({sha[:12]})' if sha else ''} in checkpoint format "
+            f"{manifest.get('format')!r}; this fastrl {__version__} reads {reads}")
 
 
 @dataclass(frozen=True)
@@ -204,18 +224,24 @@ def verify(path: Path) -> Checkpoint:
         raise CheckpointError(f"{path}: no {MANIFEST} (incomplete write)") from None
     except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: unreadable {MANIFEST} ({e})") from None
-    if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: checkpoint format {manifest.get('format')!r}, this "
-                              f"fastrl reads format {FORMAT}")
+    form = manifest.get("format")
+    if isinstance(form, int) and form > FORMAT:
+        raise NewerFormat(f"{path}: {written_by(manifest)}: resume it with a fastrl that "
+                          f"reads format {form}")
+    if not isinstance(form, int) or form < OLDEST_FORMAT:
+        raise CheckpointError(f"{path}: {written_by(manifest)}")
     for name, meta in files.items():
         f = path / name
         if not f.is_file():
-            raise CheckpointError(f"{path}: {name} is missing")
-        if f.stat().st_size != meta["bytes"]:
-            raise CheckpointError(f"{path}: {name} has {f.stat().st_size} bytes, the manifest "
-                                  f"says {meta['bytes']} (truncated?)")
-        if _sha256(f) != meta["sha256"]:
-            raise CheckpointError(f"{path}: {name} does not match its SHA-256 (corrupted)")
+            broken = f"{name} is missing"
+        elif f.stat().st_size != meta["bytes"]:
+            broken = f"{name} has {f.stat().st_size} bytes, the manifest says {meta['bytes']} " \
+                "(truncated?)"
+        elif _sha256(f) != meta["sha256"]:
+            broken = f"{name} does not match its SHA-256 (corrupted)"
+        else:
+            continue
+        raise CheckpointError(f"{path}: {broken}; {written_by(manifest)}")
     return Checkpoint(path, manifest)
 
 
@@ -231,6 +257,8 @@ def _newest_valid(run_dir: Path | str) -> tuple[Checkpoint | None, list[tuple[Pa
     for path in _folders(run_dir):
         try:
             return verify(path), skipped
+        except NewerFormat:
+            raise  # (an older one would lose what a later fastrl trained)
         except CheckpointError as e:
             skipped.append((path, str(e)))
     return None, skipped
@@ -270,6 +298,8 @@ def set_aside_newer(run_dir: Path | str, ckpt: Checkpoint) -> list[str]:
             continue
         try:
             verify(path)
+            prefix = SUPERSEDED_PREFIX
+        except NewerFormat:
             prefix = SUPERSEDED_PREFIX
         except CheckpointError:
             prefix = CORRUPT_PREFIX
