@@ -37,7 +37,7 @@ from fastrl.config import (
     load_config,
     to_yaml,
 )
-from fastrl.core.files import FREE_SPACE, DiskFull
+from fastrl.core.files import FREE_SPACE, DiskFull, telling_disk_full, write_atomically
 from fastrl.core.main_guard import unguarded_call_site
 from fastrl.envs.source import env_source, import_string
 from fastrl.eval.policy import load_policy
@@ -124,8 +124,9 @@ def check_writable(run_dir: Path) -> None:
 
 def save_config(run_dir: Path, cfg: MainConfig) -> None:
     """The run's current config and its hash, as a run directory keeps them."""
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    (run_dir / "config_hash").write_text(config_hash(cfg) + "\n")
+    # (atomic: a full disk must not leave a resumable run without its config)
+    write_atomically(run_dir / "config.yaml", to_yaml(cfg).encode())
+    write_atomically(run_dir / "config_hash", (config_hash(cfg) + "\n").encode())
 
 
 def _recorded(config: MainConfig, key: str, ref: Any) -> None:
@@ -283,11 +284,15 @@ class Trainer:
         if ckpt.global_step >= config.algo.total_steps:
             notes.append(f"the run already reached algo.total_steps={config.algo.total_steps:,}"
                          "; raise it to train further")
-        with (run_dir / "resume.log").open("a") as log:
-            for note in notes:
-                print(f"fastrl: {note}", file=sys.stderr)
-                log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {note}\n")
-        save_config(run_dir, trainer.config)
+        try:
+            with telling_disk_full(run_dir / "resume.log"), \
+                    (run_dir / "resume.log").open("a") as log:
+                for note in notes:
+                    print(f"fastrl: {note}", file=sys.stderr)
+                    log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {note}\n")
+            save_config(run_dir, trainer.config)
+        except DiskFull as e:  # (the checkpoint is as it was: the resume may be tried again)
+            raise DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE)) from None
         trainer._resume = (run_dir, ckpt)
         return trainer
 

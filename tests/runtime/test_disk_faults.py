@@ -109,6 +109,25 @@ def test_resuming_a_read_only_run_directory_is_one_line_and_exit_2(small_disk, c
         "directory (Read-only file system); a resumed run writes checkpoints and logs there"]
 
 
+def test_a_resume_the_disk_fills_under_is_one_line_and_keeps_the_run(small_disk, capfd,
+                                                                     no_shm_residue):
+    # One page left: the resume's check that it can write passes, its own files do not fit.
+    proc = train_main([*TINY, *ONE_WORKER, "algo.total_steps=512", "log.run_name=r"],
+                      small_disk, capfd)
+    assert proc.returncode == 0, proc.stderr
+    run = small_disk / "r"
+    config = (run / "config.yaml").read_bytes()
+    fill(small_disk, 4096)
+    resumed = resume_main(run, ["algo.total_steps=1024"], capfd)
+    assert resumed.returncode == 1, resumed.stderr
+    assert "Traceback" not in resumed.stderr, resumed.stderr
+    found = FULL.match(resumed.stderr.strip().splitlines()[-1])
+    assert found and Path(found[4]) == run, resumed.stderr
+    assert (run / "config.yaml").read_bytes() == config and not half_written(run)
+    (small_disk / "filler").unlink()
+    assert resume_main(run, ["algo.total_steps=1024"], capfd).returncode == 0
+
+
 def test_half_written_checkpoints_of_dead_processes_are_removed_on_resume(tmp_path, capfd,
                                                                         no_shm_residue):
     proc = train_main([*TINY, *ONE_WORKER, "algo.total_steps=512", "log.run_name=r"],
