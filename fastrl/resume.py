@@ -219,8 +219,9 @@ def restore_rings(ckpt: Checkpoint, rings: list[Ring], plan: RunPlan,
                     # A private copy: checkpoint retention may delete the folder before
                     # the worker has read it.
                     states[i] = str(parked_path(run_dir, i, -1))
-                    Path(states[i]).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(state, states[i])
+                    with telling_disk_full(states[i]):
+                        Path(states[i]).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(state, states[i])
                 ring.set(INCARNATION, incarnations[i] + (state is None))
             else:
                 start = _fresh_start(plan, i, manifest["updates"], ckpt.global_step)
