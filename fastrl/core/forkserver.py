@@ -73,14 +73,14 @@ def _own_temp_dir() -> None:
         return
     for stale in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
         pid = stale.name[len(TEMP_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     path = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
     util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=-100)
     config["tempdir"] = path
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Some process has pid ``pid``."""
     try:
         os.kill(pid, 0)

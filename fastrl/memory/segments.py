@@ -1,4 +1,5 @@
-"""Named shared-memory segments: creation (supervisor only), attachment, cleanup.
+"""Named shared-memory segments: creation (supervisor only), attachment, cleanup (a new
+owner also removes the segments of supervisors that are gone).
 
 Only the supervisor creates and unlinks. Children attach by name and must not become owners
 in Python's resource tracker: on 3.13+ they attach with ``track=False``; before 3.13 an
@@ -14,6 +15,8 @@ import os
 import secrets
 import sys
 from multiprocessing import shared_memory
+
+from fastrl.core.forkserver import process_alive
 
 SHM_DIR = "/dev/shm"
 PREFIX = "fastrl_"
@@ -66,6 +69,7 @@ class SegmentOwner:
     """Creates the run's segments and unlinks every one of them in :meth:`unlink_all`."""
 
     def __init__(self) -> None:
+        remove_stale_segments()
         self.token = f"{os.getpid()}_{secrets.token_hex(4)}"
         self._segments: list[shared_memory.SharedMemory] = []
 
@@ -105,3 +109,24 @@ def leftover_segments(token: str = "") -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(n for n in names if n.startswith(PREFIX + token))
+
+
+def remove_stale_segments() -> list[str]:
+    """Unlink the fastrl segments whose creator (the pid in their name) is gone; returns
+    their names.
+
+    A killed supervisor's resource tracker unlinks its segments, unless the tracker died
+    first (a tracker Python starts again knows none of them): then the next run's start
+    is the first to know they are stale. A segment of a live process is never touched.
+    """
+    removed = []
+    for name in leftover_segments():
+        pid = name[len(PREFIX):].split("_")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+                removed.append(name)
+            except OSError:
+                pass  # (another run's start took it, or it is not ours to remove)
+    return removed
+

@@ -1,6 +1,6 @@
 """The /dev/shm room check (fastrl.memory.segments.check_shm_space): a run larger than
 /dev/shm, or than what is free in it now, is refused before any segment exists, naming the
-bytes and the keys that shrink them."""
+bytes and the keys that shrink them; a run's start removes the segments of gone processes."""
 
 from __future__ import annotations
 
@@ -43,3 +43,19 @@ def test_a_run_that_fits_but_not_now_names_what_is_free(shm_of):
 def test_the_check_reads_the_real_dev_shm():
     st = os.statvfs("/dev/shm")
     assert segments.shm_size_bytes() == st.f_blocks * st.f_frsize >= segments.free_shm_bytes()
+
+
+def test_a_new_owner_removes_the_segments_of_gone_processes_only():
+    gone = f"{segments.PREFIX}{(1 << 22) + 1}_0000_ring0"  # (past any pid_max: no process)
+    live = f"{segments.PREFIX}{os.getpid()}_0000_ring0"
+    for name in (gone, live):
+        with open(os.path.join(segments.SHM_DIR, name), "wb") as f:
+            f.write(b"x")
+    try:
+        owner = segments.SegmentOwner()
+        assert gone not in segments.leftover_segments() and live in segments.leftover_segments()
+        owner.unlink_all()
+    finally:
+        for name in (gone, live):
+            if os.path.exists(os.path.join(segments.SHM_DIR, name)):
+                os.unlink(os.path.join(segments.SHM_DIR, name))
