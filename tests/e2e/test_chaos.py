@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -16,11 +17,19 @@ from helpers import ROOT
 @pytest.mark.timeout(420)
 def test_the_default_job_survives_random_faults_and_still_learns(tmp_path):
     out = tmp_path / "chaos.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "chaos.py"),
-                           "--minutes", "1.5", "--every", "3", "--out", str(out)],
-                          capture_output=True, text=True, timeout=400)
+    # (a session of its own: on a timeout the whole of it, job included, is ended)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "chaos.py"),
+                             "--minutes", "1.5", "--every", "3", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        raise
     report = json.loads(out.read_text())
-    assert proc.returncode == 0, (report["verdicts"], proc.stdout[-3000:], proc.stderr[-3000:])
+    assert proc.returncode == 0, (report["verdicts"], stdout[-3000:], stderr[-3000:])
     assert all(report["verdicts"].values()) and report["ok"]
     assert sum(report["faults"].values()) >= 10 and report["resumes"] >= 1
     assert report["final_eval"] >= 475 and report["cycles"]
