@@ -21,7 +21,8 @@ Faults, one every ``--every`` seconds on average, each drawn at random among:
 
 The last two need root: chaos.py then runs in a mount namespace of its own (``unshare``),
 with a tmpfs of ``--disk-mb`` for the run directories and one of ``--shm-mb`` at /dev/shm,
-so that nothing outside it is touched; without root they are reported skipped.
+so that nothing outside it is touched; without root (or where a container forbids the
+namespace) they are reported skipped.
 
 The report (a table, and the JSON file ``--out``): faults by kind; worker restarts and
 resumes; the env step over time and how far a resume ever went back (at most one
@@ -515,12 +516,22 @@ def print_table(report: Report) -> None:
 def isolate() -> None:
     """As root: run again in a mount namespace of its own (unshare), where tmpfs mounts
     stand in for the disk and /dev/shm; returns only inside it, or where that fails."""
-    if os.environ.get(IN_NAMESPACE) or os.geteuid() != 0 or not shutil.which("unshare"):
+    if os.environ.get(IN_NAMESPACE) or not can_isolate():
         return
     env = {**os.environ, IN_NAMESPACE: "1"}
     code = subprocess.call(["unshare", "--mount", "--propagation", "private",
                             sys.executable, *sys.argv], env=env)
     sys.exit(code)
+
+
+def can_isolate() -> bool:
+    """Root, with ``unshare`` and the right to make a mount namespace and mount in it (a
+    container may withhold it)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    probe = ["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs",
+             "-o", "size=1m", "tmpfs", tempfile.gettempdir()]
+    return subprocess.run(probe, capture_output=True).returncode == 0
 
 
 def mount_tmpfs(path: Path, megabytes: int) -> None:
