@@ -1,5 +1,6 @@
-"""An hour of chaos: the default job (or any config) trained under random faults for
-``--minutes``, resumed whenever it stops, then a report of what it survived.
+"""An hour of chaos: the default job (or any config whose env is a Gymnasium id) trained
+under random faults for ``--minutes``, resumed whenever it stops, then a report of what it
+survived.
 
     python benchmarks/chaos.py --minutes 60 [--config CONFIG] [--out FILE.json] [key=value ...]
 
@@ -35,6 +36,7 @@ requirement held; the exit status is 0 only then.
 from __future__ import annotations
 
 import argparse
+import csv
 import errno
 import json
 import os
@@ -105,6 +107,8 @@ class Report:
             "nothing left after any stop": not self.left_after_stops,
             "nothing left at the end": not any(self.left_at_end.values()),
             "final evaluation >= 475": self.final_eval is not None and self.final_eval >= 475,
+            "every cycle's final evaluation >= 475": all(
+                c["eval_return"] is not None and c["eval_return"] >= 475 for c in self.cycles),
             "never stuck": self.stuck is None,
         }
 
@@ -341,9 +345,12 @@ class Job:
         """Record the completed cycle (its final evaluation, what it left), remove its run
         directory, and go on to the next."""
         result = last_json(self._this_start())
+        # (a run resumed from its final checkpoint, the supervisor killed after it, ends
+        # at once and evaluates nothing: its final evaluation is its evals.csv's last row)
+        final = (result.get("eval") or {}).get("return_mean")
         self.report.cycles.append({
             "cycle": self.cycle, "global_step": result["global_step"],
-            "eval_return": (result.get("eval") or {}).get("return_mean"),
+            "eval_return": final if final is not None else last_eval(self.run_dir),
             "starts": self.cycle_starts})
         self.report.temp_left.extend(str(p.relative_to(work)) for p in temp_left(self.run_dir))
         shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -395,6 +402,16 @@ def newest_episode_step(path: Path) -> int | None:
         if first.isdigit():
             return int(first)
     return None
+
+
+def last_eval(run_dir: Path) -> float | None:
+    """The mean return of a run's last evaluation (evals.csv), or None."""
+    try:
+        with (run_dir / "evals.csv").open() as f:
+            rows = [row for row in csv.DictReader(f) if row.get("source") == "eval"]
+    except FileNotFoundError:
+        return None
+    return float(rows[-1]["return_mean"]) if rows else None
 
 
 def last_json(out: str) -> dict | None:
@@ -497,6 +514,9 @@ def print_table(report: Report) -> None:
              ("  started again (no checkpoint yet)", report.fresh_restarts),
              ("worker restarts by the supervisor", report.worker_restarts),
              ("cycles completed", len(report.cycles)),
+             ("  their lowest final evaluation",
+              min((c["eval_return"] for c in report.cycles if c["eval_return"] is not None),
+                  default=None)),
              ("env steps of the last observation", report.steps[-1][2] if report.steps else 0),
              ("most steps a resume went back",
               f"{report.max_back_steps:,} (interval {report.checkpoint_interval:,})"),
