@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import checkpoint_folders as folders
 
-from fastrl.checkpoint import MANIFEST
+from fastrl.checkpoint import MANIFEST, written_by
 from fastrl.envs.source import EnvSource
 from fastrl.eval.checkpoints import checkpoint_report, evaluate_checkpoints
 from fastrl.eval.cli import main
@@ -130,8 +130,9 @@ def test_a_run_whose_newest_checkpoint_is_corrupt_says_which_one_it_evaluates(
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert report["global_step"] == 1024 and report["checkpoint"] == str(folders(copy)[-2])
+    versions = written_by(json.loads((newest / "manifest.json").read_text()))
     assert captured.err == (f"fastrl.eval: skipped {newest}: learner.pt has 100 bytes, the "
-                            f"manifest says {size} (truncated?); falling back to "
+                            f"manifest says {size} (truncated?); {versions}; falling back to "
                             f"{folders(copy)[-2].name}\n")
     assert report["skipped"] == [captured.err.removeprefix("fastrl.eval: ").rstrip()]
     assert newest.is_dir()  # evaluating moves nothing
