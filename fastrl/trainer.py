@@ -129,6 +129,11 @@ def save_config(run_dir: Path, cfg: MainConfig) -> None:
     write_atomically(run_dir / "config_hash", (config_hash(cfg) + "\n").encode())
 
 
+def _told_with_latest(e: DiskFull, run_dir: Path) -> DiskFull:
+    """``e``, telling also the run's last intact checkpoint and how to resume from it."""
+    return DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE))
+
+
 def _recorded(config: MainConfig, key: str, ref: Any) -> None:
     """Write the import string of a factory or policy class passed as an object into the
     config (``env.fn``, ...) when it has one, so that the run directory alone can rebuild the
@@ -292,7 +297,7 @@ class Trainer:
                     log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {note}\n")
             save_config(run_dir, trainer.config)
         except DiskFull as e:  # (the checkpoint is as it was: the resume may be tried again)
-            raise DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE)) from None
+            raise _told_with_latest(e, run_dir) from None
         trainer._resume = (run_dir, ckpt)
         return trainer
 
@@ -331,7 +336,7 @@ class Trainer:
             failed = False
             return result
         except DiskFull as e:  # (every child has stopped: the newest checkpoint is final)
-            raise DiskFull(e.path, e.free, describe_latest(run_dir, FREE_SPACE)) from None
+            raise _told_with_latest(e, run_dir) from None
         finally:
             # (no export where no tracker is on, or every one failed)
             onnx = self._onnx_for_trackers(run_dir) if tracking and not failed else None
